@@ -1,0 +1,168 @@
+"""The one orchestrator of the cardcage monorepo.
+
+Every test session installs *built wheels* into a fresh virtual environment, never the source
+tree: that is how we prove each distribution installs alone, that entry points are discovered
+from real metadata, and that a plugin from an unselected platform distribution never reaches
+``sys.modules``. ``nox`` runs every default session; ``nox -s bench`` runs the benchmarks.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2025.5.1"
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_missing_interpreters = True
+nox.options.reuse_existing_virtualenvs = False
+
+ROOT = Path(__file__).parent
+PACKAGES = ROOT / "packages"
+FIXTURES = ROOT / "tests_integration" / "fixtures"
+EXAMPLES = ROOT / "examples"
+PYTHON = "3.11"
+
+# Tool versions are pinned so a green run today is a green run tomorrow.
+PYTEST = ["pytest==9.2.0", "hypothesis==6.155.2"]
+RUFF = "ruff==0.17.6"
+MYPY = "mypy==2.4.1"
+HATCHLING = "hatchling==1.33.0"
+DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings-python==2.0.11"]
+BUILD = ["build==1.6.1", "twine==7.0.0", HATCHLING]
+
+
+@functools.cache
+def _builder_python() -> str:
+    """A venv holding only hatchling, shared by every session that needs wheels."""
+    venv = ROOT / ".nox" / "_wheel-builder"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", HATCHLING, "wheel"], check=True
+        )
+    return str(python)
+
+
+def build_wheels(session: nox.Session, *projects: Path) -> list[str]:
+    """Build a wheel for each project directory into a fresh temp dir; return their paths."""
+    out = Path(session.create_tmp()) / "wheels"
+    if out.exists():
+        for old in out.glob("*.whl"):
+            old.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    session.run(
+        _builder_python(),
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--wheel-dir",
+        str(out),
+        *(str(p) for p in projects),
+        external=True,
+    )
+    wheels = sorted(str(w) for w in out.glob("*.whl"))
+    if len(wheels) != len(projects):
+        session.error(f"expected {len(projects)} wheels, built {len(wheels)}: {wheels}")
+    return wheels
+
+
+def assert_not_installed(session: nox.Session, *modules: str) -> None:
+    """Fail if any of ``modules`` is importable in the session's venv."""
+    code = (
+        "import importlib.util, sys; "
+        f"found = [m for m in {list(modules)!r} if importlib.util.find_spec(m)]; "
+        "sys.exit(f'unexpectedly installed: {found}' if found else 0)"
+    )
+    session.run("python", "-c", code, silent=True)
+
+
+@nox.session(name="tests-core-hooks", python=PYTHON)
+def tests_core_hooks(session: nox.Session) -> None:
+    """Unit tests of cardcage-core-hooks, installed alone from its wheel (no torch)."""
+    session.install(*build_wheels(session, PACKAGES / "core-hooks"), *PYTEST)
+    assert_not_installed(session, "torch", "numpy", "zmq")
+    session.run("pytest", "packages/core-hooks/tests", *session.posargs)
+
+
+@nox.session(name="scenario-general-plugins", python=PYTHON)
+def scenario_general_plugins(session: nox.Session) -> None:
+    """core-hooks + fixture plugin distributions: discovery, allowlist, exclusion, failures."""
+    fixtures = sorted(
+        p for p in (FIXTURES / "general").iterdir() if (p / "pyproject.toml").exists()
+    )
+    session.install(*build_wheels(session, PACKAGES / "core-hooks", *fixtures), *PYTEST)
+    session.run("pytest", "tests_integration/general_plugins", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository."""
+    session.install(RUFF)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every package's source (configured in the root pyproject.toml)."""
+    session.install(MYPY)
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with --strict, so a broken link or page fails CI."""
+    session.install(*build_wheels(session, PACKAGES / "core-hooks"), *DOCS)
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site")
+    )
+
+
+@nox.session(python=PYTHON)
+def build(session: nox.Session) -> None:
+    """sdist + wheel for every package, metadata checked with twine."""
+    session.install(*BUILD)
+    out = Path(session.create_tmp()) / "dist"
+    for package in sorted(p for p in PACKAGES.iterdir() if (p / "pyproject.toml").exists()):
+        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(out), str(package))
+    session.run("twine", "check", "--strict", *sorted(str(p) for p in out.iterdir()))
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """The README's main job: a toy runtime, a plugin, and what cardcage.hooks does with it."""
+    session.install(
+        *build_wheels(
+            session, PACKAGES / "core-hooks", EXAMPLES / "toy-runtime", EXAMPLES / "hello-plugin"
+        )
+    )
+    session.run("toy-runtime", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks against SGLang 0.5.23, measured in the same run; prints ratio tables."""
+    session.install(*build_wheels(session, PACKAGES / "core-hooks"))
+    anchor = Path(session.create_tmp()) / "anchor"
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--dest",
+        str(anchor),
+        "sglang==0.5.23",
+    )
+    session.run(
+        "python", "benchmarks/bench_hooks.py", "--anchor-dir", str(anchor), *session.posargs
+    )

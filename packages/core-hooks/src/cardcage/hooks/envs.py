@@ -1,0 +1,166 @@
+"""Typed environment variables: one registry per package, read live, parsed strictly.
+
+Every variable cardcage reads is declared here (or in the sibling package's own ``envs``) with its
+type, default and meaning, so ``docs/`` and ``cardcage env`` list the same table the code uses.
+Values are read from ``os.environ`` on every ``get()`` because launchers set them between imports.
+Booleans accept only ``0/1/true/false`` (any case): ``"yes"`` or ``"2"`` is an error that names the
+variable, never a silent default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .errors import InvalidEnvVarError
+
+__all__ = [
+    "CARDCAGE_DEFERRED_HOOKS",
+    "CARDCAGE_STRICT_HOOKS",
+    "ENV_VARS",
+    "SGLANG_PLATFORM",
+    "SGLANG_PLUGINS",
+    "EnvRegistry",
+    "EnvVar",
+    "parse_allowlist",
+    "parse_bool",
+]
+
+T = TypeVar("T")
+
+_TRUE = frozenset({"1", "true"})
+_FALSE = frozenset({"0", "false"})
+
+
+def parse_bool(name: str, raw: str) -> bool:
+    """Parse a strict boolean; anything but 0/1/true/false raises ``InvalidEnvVarError``."""
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise InvalidEnvVarError(name, raw, "one of 0, 1, true, false")
+
+
+def parse_str(name: str, raw: str) -> str:
+    """Strip surrounding whitespace; an empty string means "not set"."""
+    del name
+    return raw.strip()
+
+
+def parse_allowlist(name: str, raw: str) -> frozenset[str] | None:
+    """Parse a comma-separated allowlist of plugin names.
+
+    ``""`` (or only spaces) means no filter and returns None; ``","`` names nothing and returns an
+    empty set, which allows nothing. Items are stripped and empty items dropped.
+    """
+    del name
+    if not raw.strip():
+        return None
+    return frozenset(item.strip() for item in raw.split(",") if item.strip())
+
+
+@dataclass(frozen=True)
+class EnvVar(Generic[T]):
+    """One environment variable: its name, type, default and what it means."""
+
+    name: str
+    default: T
+    parser: Callable[[str, str], T]
+    kind: str
+    description: str
+
+    def raw(self) -> str | None:
+        """The raw string in the environment, or None when unset."""
+        return os.environ.get(self.name)
+
+    def is_set(self) -> bool:
+        return self.name in os.environ
+
+    def get(self) -> T:
+        """Read and parse the live value; unset gives the default."""
+        raw = os.environ.get(self.name)
+        if raw is None:
+            return self.default
+        return self.parser(self.name, raw)
+
+
+class EnvRegistry:
+    """The variables one distribution reads, in declaration order."""
+
+    def __init__(self, distribution: str) -> None:
+        self.distribution = distribution
+        self._vars: dict[str, EnvVar[object]] = {}
+
+    def add(self, var: EnvVar[T]) -> EnvVar[T]:
+        if var.name in self._vars:
+            raise ValueError(f"environment variable {var.name} is declared twice")
+        self._vars[var.name] = var  # type: ignore[assignment]
+        return var
+
+    def __iter__(self) -> Iterator[EnvVar[object]]:
+        return iter(self._vars.values())
+
+    def __getitem__(self, name: str) -> EnvVar[object]:
+        return self._vars[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._vars
+
+
+ENV_VARS = EnvRegistry("cardcage-core-hooks")
+
+SGLANG_PLATFORM: EnvVar[str] = ENV_VARS.add(
+    EnvVar(
+        name="SGLANG_PLATFORM",
+        default="",
+        parser=parse_str,
+        kind="entry-point name",
+        description=(
+            "Selects the SRT platform plugin by entry-point name. Only that entry point is "
+            "loaded; general plugins of distributions that provide another platform are skipped."
+        ),
+    )
+)
+
+SGLANG_PLUGINS: EnvVar[frozenset[str] | None] = ENV_VARS.add(
+    EnvVar(
+        name="SGLANG_PLUGINS",
+        default=None,
+        parser=parse_allowlist,
+        kind="comma-separated names",
+        description=(
+            "Allowlist of general-plugin entry-point names (both runtimes); also filters automatic "
+            "SRT platform discovery. Unset or empty: no filter. ',' allows nothing. A name that "
+            "matches no entry point is warned about."
+        ),
+    )
+)
+
+CARDCAGE_STRICT_HOOKS: EnvVar[bool] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_STRICT_HOOKS",
+        default=False,
+        parser=parse_bool,
+        kind="boolean",
+        description=(
+            "When true, load_plugins() raises HookApplyError if any hook target, from any plugin, "
+            "fails to apply. By default only the selected platform's hooks are fatal."
+        ),
+    )
+)
+
+CARDCAGE_DEFERRED_HOOKS: EnvVar[bool] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_DEFERRED_HOOKS",
+        default=False,
+        parser=parse_bool,
+        kind="boolean",
+        description=(
+            "When true, load_plugins() never imports a hook target's module: a target whose "
+            "module is not imported yet is patched when that module is first imported."
+        ),
+    )
+)

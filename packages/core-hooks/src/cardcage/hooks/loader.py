@@ -1,0 +1,545 @@
+"""General-plugin loading: discover, filter, import, register, apply — once per process.
+
+``load_plugins()`` is SGLang's documented entry point and runs two once-per-process phases:
+
+1. registration: read the plugin group from the entry-point snapshot; drop names not in the
+   allowlist; drop distributions that provide a platform entry point but did not supply the
+   selected platform; fail on duplicate names; import each plugin and call its ``register()`` in
+   (distribution, name) order with the plugin recorded as the source of every hook it registers;
+2. application: ``registry.apply()``.
+
+Failure policy: a plugin shipped by the selected platform's distribution is part of that
+platform's contract, so failing to import, failing in ``register()`` or leaving a hook target
+unapplied raises ``PluginLoadError``. Any other plugin is logged with its traceback, its partial
+registrations are discarded, and the rest go on: a broken third-party plugin never takes the
+process down.
+
+The selected platform comes from the profile's ``selection_provider`` when one is installed (the
+platform package resolves it, automatic mode included), else from the selector variable, resolved
+from metadata only. Nothing here imports a platform package at module scope.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from ._log import get_logger
+from .envs import CARDCAGE_DEFERRED_HOOKS, CARDCAGE_STRICT_HOOKS, parse_allowlist, parse_str
+from .errors import DuplicatePluginError, PluginLoadError, format_plugin
+from .once import COMPLETE, Once
+from .profile import SRT_PROFILE, RuntimeProfile
+from .registry import (
+    ApplyReport,
+    BaseHookRegistry,
+    HookRegistry,
+    HookSource,
+    _apply_error,
+    format_source,
+    plugin_source,
+)
+from .snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
+
+if TYPE_CHECKING:
+    import logging
+    from collections.abc import Callable, Collection, Iterable, Mapping
+
+__all__ = [
+    "GENERAL_PLUGINS_GROUP",
+    "PLATFORM_PLUGINS_GROUP",
+    "LoadedPlugin",
+    "PlatformChoice",
+    "PluginLoadReport",
+    "PluginStatus",
+    "excluded_distributions",
+    "apply_registered_hooks",
+    "execute_plugin_callbacks",
+    "load_plugins",
+    "load_plugins_by_group",
+    "read_allowlist",
+    "register_plugins",
+    "reset_plugin_state",
+    "resolve_platform_choice",
+]
+
+logger = get_logger(__name__)
+
+PLATFORM_PLUGINS_GROUP = SRT_PROFILE.platform_group
+GENERAL_PLUGINS_GROUP = SRT_PROFILE.plugin_group
+
+
+class _Unset:
+    """Marks "no selection passed": resolve it (None is a valid selection: nothing selected)."""
+
+
+_UNSET = _Unset()
+
+
+class LoadedPlugin(NamedTuple):
+    """A plugin's loaded callback and its distribution (the seed's ``(func, dist_name)`` pair)."""
+
+    callback: Callable[[], object]
+    dist_name: str | None
+
+
+@dataclass(frozen=True)
+class PlatformChoice:
+    """The platform a runtime selected, as far as plugin filtering needs to know it.
+
+    ``entry_point`` is None for a built-in platform; ``dist_name`` is the distribution that
+    supplied the selected entry point (None for built-ins, or when nothing matched the selector).
+    """
+
+    entry_point: str | None
+    dist_name: str | None
+    reason: str = "SGLANG_PLATFORM"
+
+
+@dataclass
+class PluginStatus:
+    """What happened to one discovered plugin in this process."""
+
+    name: str
+    group: str
+    value: str
+    dist_name: str | None
+    status: str  # executed | loaded | not-allowed | excluded | failed-import | failed-register
+    detail: str = ""
+
+
+@dataclass
+class PluginLoadReport:
+    """The outcome of ``load_plugins()`` for one runtime profile."""
+
+    profile: RuntimeProfile
+    selection: PlatformChoice | None = None
+    plugins: list[PluginStatus] = field(default_factory=list)
+    apply: ApplyReport | None = None
+
+    def names(self, status: str) -> list[str]:
+        return [p.name for p in self.plugins if p.status == status]
+
+
+def read_allowlist(profile: RuntimeProfile = SRT_PROFILE) -> frozenset[str] | None:
+    """The profile's allowlist: None means no filter, an empty set allows nothing."""
+    return parse_allowlist(profile.allowlist_env, os.environ.get(profile.allowlist_env, ""))
+
+
+def _dist_of(ep: PluginEntryPoint) -> str | None:
+    return ep.dist_name
+
+
+def _norm(dist: str | None) -> str | None:
+    return dist.lower().replace("_", "-").replace(".", "-") if dist else dist
+
+
+def resolve_platform_choice(
+    profile: RuntimeProfile = SRT_PROFILE, snapshot: EntryPointSnapshot | None = None
+) -> PlatformChoice | None:
+    """The selected platform, or None when it cannot be known without activating platforms.
+
+    A platform package that resolved the selection (automatic mode included) provides it through
+    ``profile.selection_provider``; otherwise the selector variable is matched against the
+    platform group's metadata, without importing any plugin.
+    """
+    if profile.selection_provider:
+        module_name, _, attr = profile.selection_provider.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise
+            logger.debug("Selection provider %s is not installed", profile.selection_provider)
+        else:
+            provider: Callable[[], PlatformChoice | None] = getattr(module, attr)
+            return provider()
+    selector = parse_str(profile.selector_env, os.environ.get(profile.selector_env, ""))
+    if not selector:
+        return None
+    eps = (snapshot or entry_point_snapshot()).group(profile.platform_group)
+    for ep in eps:
+        if ep.name == selector:
+            return PlatformChoice(selector, ep.dist_name, profile.selector_env)
+    logger.warning(
+        "%s=%r matches no entry point in group %s (available: %s); general plugins of every "
+        "platform distribution are skipped",
+        profile.selector_env,
+        selector,
+        profile.platform_group,
+        ", ".join(sorted(repr(ep.name) for ep in eps)) or "none",
+    )
+    return PlatformChoice(selector, None, profile.selector_env)
+
+
+def excluded_distributions(
+    choice: PlatformChoice | None,
+    profile: RuntimeProfile = SRT_PROFILE,
+    snapshot: EntryPointSnapshot | None = None,
+) -> set[str]:
+    """Distributions that provide a platform entry point but did not supply the selected one.
+
+    A distribution that supplied the selected platform is never excluded, even when it also
+    provides other platform entry points. With no known selection nothing is excluded.
+    """
+    if choice is None:
+        return set()
+    eps = (snapshot or entry_point_snapshot()).group(profile.platform_group)
+    providers = {ep.dist_name for ep in eps if ep.dist_name}
+    keep = {_norm(choice.dist_name)} if choice.dist_name else set()
+    return {d for d in providers if _norm(d) not in keep}
+
+
+def _check_duplicates(group: str, eps: Iterable[PluginEntryPoint]) -> None:
+    by_name: dict[str, list[PluginEntryPoint]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    for name in sorted(by_name):
+        found = by_name[name]
+        if len(found) > 1:
+            raise DuplicatePluginError(group, name, [ep.dist_name for ep in found])
+
+
+def _fatal(dist: str | None, fatal_dists: Collection[str]) -> bool:
+    return dist is not None and _norm(dist) in {_norm(d) for d in fatal_dists}
+
+
+def load_plugins_by_group(
+    group: str,
+    excluded_dists: Collection[str] | None = None,
+    *,
+    exclusion_reason: str = "SGLANG_PLATFORM",
+    profile: RuntimeProfile = SRT_PROFILE,
+    fatal_dists: Collection[str] = (),
+    registry: type[BaseHookRegistry] | None = None,
+    snapshot: EntryPointSnapshot | None = None,
+    statuses: list[PluginStatus] | None = None,
+) -> dict[str, LoadedPlugin]:
+    """Import the plugins of ``group`` that pass the filters; return ``{name: (callback, dist)}``.
+
+    Filters, none of which imports a plugin: the profile's allowlist, then ``excluded_dists``.
+    Duplicate names among the survivors raise ``DuplicatePluginError`` before any import. An
+    import failure is fatal for ``fatal_dists`` and logged-and-skipped for everyone else (hooks
+    the failed module registered while importing are discarded from ``registry``).
+    """
+    eps = (snapshot or entry_point_snapshot()).group(group)
+    if not eps:
+        logger.debug("No plugins found for group %s.", group)
+        return {}
+    allowed = read_allowlist(profile)
+    excluded = {_norm(d) for d in excluded_dists or ()}
+    logger.debug("Available plugins for group %s:", group)
+    survivors: list[PluginEntryPoint] = []
+    for ep in eps:
+        logger.debug("  - %s -> %s (%s)", ep.name, ep.value, ep.dist_name)
+        if allowed is not None and ep.name not in allowed:
+            logger.debug("Skipping plugin %s (not in %s)", ep.name, profile.allowlist_env)
+            _record(statuses, ep, "not-allowed", f"not in {profile.allowlist_env}")
+            continue
+        if ep.dist_name is not None and _norm(ep.dist_name) in excluded:
+            logger.debug(
+                "Skipping plugin %s (dist %s excluded by %s)",
+                ep.name,
+                ep.dist_name,
+                exclusion_reason,
+            )
+            _record(statuses, ep, "excluded", f"distribution excluded by {exclusion_reason}")
+            continue
+        survivors.append(ep)
+    _check_duplicates(group, survivors)
+    survivors.sort(key=lambda ep: (_norm(ep.dist_name) or "", ep.name))
+    loaded: dict[str, LoadedPlugin] = {}
+    for ep in survivors:
+        source = HookSource(ep.name, ep.dist_name)
+        try:
+            with plugin_source(source):
+                callback = ep.load()
+        except Exception as exc:
+            if registry is not None:
+                registry.discard_source(source)
+            if _fatal(ep.dist_name, fatal_dists):
+                raise PluginLoadError(
+                    f"{format_plugin(ep.name, ep.dist_name).capitalize()} in group {group!r} "
+                    f"failed to import ({ep.value}): {type(exc).__name__}: {exc}. It ships with "
+                    "the selected platform, so the runtime cannot start without it: fix or "
+                    f"reinstall {ep.dist_name}, or select another platform.",
+                    group=group,
+                    plugin=ep.name,
+                    distribution=ep.dist_name,
+                ) from exc
+            logger.exception(
+                "Failed to load plugin %s from group %s (distribution %s); skipping it",
+                ep.name,
+                group,
+                ep.dist_name,
+            )
+            _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
+            continue
+        if not callable(callback):
+            logger.error(
+                "Plugin %s from group %s (distribution %s) names %s, which is not callable; "
+                "skipping it",
+                ep.name,
+                group,
+                ep.dist_name,
+                ep.value,
+            )
+            _record(statuses, ep, "failed-import", "entry point is not callable")
+            continue
+        loaded[ep.name] = LoadedPlugin(callback, ep.dist_name)
+        _record(statuses, ep, "loaded")
+        logger.debug("Loaded plugin %s from group %s", ep.name, group)
+    return loaded
+
+
+def _record(
+    statuses: list[PluginStatus] | None, ep: PluginEntryPoint, status: str, detail: str = ""
+) -> None:
+    if statuses is not None:
+        statuses.append(PluginStatus(ep.name, ep.group, ep.value, ep.dist_name, status, detail))
+
+
+def execute_plugin_callbacks(
+    plugins: Mapping[str, LoadedPlugin | tuple[Callable[[], object], str | None]],
+    registry: type[BaseHookRegistry] = HookRegistry,
+    log: logging.Logger | None = None,
+    plugin_label: str = "general",
+    *,
+    group: str | None = None,
+    fatal_dists: Collection[str] = (),
+    statuses: list[PluginStatus] | None = None,
+) -> None:
+    """Call each plugin's ``register()`` with the plugin recorded as the source of its hooks.
+
+    A failure discards every hook the plugin registered; it is fatal for ``fatal_dists`` and
+    logged for everyone else. Unlike SGLang's helper this does not apply hooks: application is
+    its own phase, so the diffusion runtime can run the two at different times.
+    """
+    out = log or logger
+    for name, (callback, dist_name) in plugins.items():
+        source = HookSource(name, dist_name)
+        try:
+            with plugin_source(source):
+                callback()
+        except Exception as exc:
+            dropped = registry.discard_source(source)
+            if _fatal(dist_name, fatal_dists):
+                raise PluginLoadError(
+                    f"{format_plugin(name, dist_name).capitalize()} failed in its {plugin_label} "
+                    f"plugin callback: {type(exc).__name__}: {exc}. It ships with the selected "
+                    f"platform, so the runtime cannot start without it: fix {dist_name}, or "
+                    "select another platform.",
+                    group=group,
+                    plugin=name,
+                    distribution=dist_name,
+                ) from exc
+            out.exception(
+                "Failed to execute %s plugin: %s (distribution %s); discarded its %d hook(s)",
+                plugin_label,
+                name,
+                dist_name,
+                dropped,
+            )
+            _set_status(statuses, name, "failed-register", f"{type(exc).__name__}: {exc}")
+            continue
+        _set_status(statuses, name, "executed")
+        out.debug("Executed %s plugin: %s", plugin_label, name)
+
+
+def _set_status(
+    statuses: list[PluginStatus] | None, name: str, status: str, detail: str = ""
+) -> None:
+    if statuses is None:
+        return
+    for entry in statuses:
+        if entry.name == name and entry.status == "loaded":
+            entry.status = status
+            entry.detail = detail
+            return
+
+
+class _ProfileState:
+    """Once gates and the last report for one (profile, registry) pair."""
+
+    def __init__(self, profile: RuntimeProfile) -> None:
+        label = profile.name.upper()
+        self.registration = Once(f"{label} plugin registration")
+        self.application = Once(f"{label} hook application")
+        self.report = PluginLoadReport(profile)
+
+
+_states: dict[tuple[str, int], _ProfileState] = {}
+
+
+def _state(profile: RuntimeProfile, registry: type[BaseHookRegistry]) -> _ProfileState:
+    key = (profile.name, id(registry))
+    state = _states.get(key)
+    if state is None:
+        state = _states.setdefault(key, _ProfileState(profile))
+    return state
+
+
+def _warn_unmatched_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> None:
+    allowed = read_allowlist(profile)
+    if not allowed:
+        return
+    known = {ep.name for ep in snapshot.group(profile.plugin_group)}
+    known |= {ep.name for ep in snapshot.group(profile.platform_group)}
+    unmatched = sorted(allowed - known)
+    if unmatched:
+        logger.warning(
+            "%s names %s, which match no entry point in %s or %s (installed: %s). Check the "
+            "spelling, or install the plugin's distribution.",
+            profile.allowlist_env,
+            ", ".join(repr(n) for n in unmatched),
+            profile.plugin_group,
+            profile.platform_group,
+            ", ".join(sorted(repr(n) for n in known)) or "none",
+        )
+
+
+def register_plugins(
+    profile: RuntimeProfile = SRT_PROFILE,
+    registry: type[BaseHookRegistry] = HookRegistry,
+    *,
+    selection: PlatformChoice | _Unset | None = _UNSET,
+) -> PluginLoadReport:
+    """Phase 1 only: import the profile's general plugins and run their callbacks, once."""
+    state = _state(profile, registry)
+
+    def work() -> None:
+        snapshot = entry_point_snapshot()
+        choice = (
+            resolve_platform_choice(profile, snapshot)
+            if isinstance(selection, _Unset)
+            else selection
+        )
+        state.report = PluginLoadReport(profile, choice)
+        _warn_unmatched_allowlist(profile, snapshot)
+        fatal = [choice.dist_name] if choice is not None and choice.dist_name else []
+        reason = choice.reason if choice is not None else profile.selector_env
+        plugins = load_plugins_by_group(
+            profile.plugin_group,
+            excluded_distributions(choice, profile, snapshot),
+            exclusion_reason=reason,
+            profile=profile,
+            fatal_dists=fatal,
+            registry=registry,
+            snapshot=snapshot,
+            statuses=state.report.plugins,
+        )
+        execute_plugin_callbacks(
+            plugins,
+            registry,
+            plugin_label="general",
+            group=profile.plugin_group,
+            fatal_dists=fatal,
+            statuses=state.report.plugins,
+        )
+
+    state.registration.run(work)
+    return state.report
+
+
+def apply_registered_hooks(
+    profile: RuntimeProfile = SRT_PROFILE,
+    registry: type[BaseHookRegistry] = HookRegistry,
+    *,
+    strict: bool | None = None,
+    deferred: bool | None = None,
+) -> PluginLoadReport:
+    """Phase 2 only: apply the registry's hooks once; enforce the failure policy."""
+    state = _state(profile, registry)
+
+    def work() -> None:
+        use_deferred = CARDCAGE_DEFERRED_HOOKS.get() if deferred is None else deferred
+        use_strict = CARDCAGE_STRICT_HOOKS.get() if strict is None else strict
+        report = registry.apply(deferred=use_deferred)
+        state.report.apply = report
+        if not report.failed:
+            return
+        registrations = registry.registrations()
+        choice = state.report.selection
+        if choice is not None and choice.dist_name:
+            owned = {
+                target: exc
+                for target, exc in report.failed.items()
+                if any(
+                    r.source is not None and _norm(r.source.dist_name) == _norm(choice.dist_name)
+                    for r in registrations.get(target, ())
+                )
+            }
+            if owned:
+                sources = sorted(
+                    {
+                        format_source(r.source)
+                        for t in owned
+                        for r in registrations.get(t, ())
+                        if r.source is not None
+                        and _norm(r.source.dist_name) == _norm(choice.dist_name)
+                    }
+                )
+                first = next(
+                    r.source
+                    for t in sorted(owned)
+                    for r in registrations.get(t, ())
+                    if r.source is not None and _norm(r.source.dist_name) == _norm(choice.dist_name)
+                )
+                details = "; ".join(
+                    f"{t}: {type(e).__name__}: {e}" for t, e in sorted(owned.items())
+                )
+                raise PluginLoadError(
+                    f"Hooks of the selected platform's distribution {choice.dist_name} "
+                    f"({', '.join(sources)}) could not be applied: {details}. The platform "
+                    "depends on them; fix the hook targets in that distribution.",
+                    group=profile.plugin_group,
+                    plugin=first.plugin_name if first else None,
+                    distribution=choice.dist_name,
+                    targets=sorted(owned),
+                )
+        if use_strict:
+            raise _apply_error(report.failed, registrations)
+
+    state.application.run(work)
+    return state.report
+
+
+def load_plugins(
+    profile: RuntimeProfile = SRT_PROFILE,
+    registry: type[BaseHookRegistry] = HookRegistry,
+    *,
+    selection: PlatformChoice | _Unset | None = _UNSET,
+    strict: bool | None = None,
+    deferred: bool | None = None,
+) -> PluginLoadReport:
+    """Load the runtime's general plugins and apply their hooks, once per process.
+
+    Safe to call from every process entry point and from inside a plugin callback (a re-entrant
+    call returns at once; the outer call finishes the work). ``selection`` overrides the
+    platform choice (normally resolved by the profile's provider or the selector variable).
+    """
+    state = _state(profile, registry)
+    register_plugins(profile, registry, selection=selection)
+    if state.registration.state != COMPLETE:
+        return state.report  # re-entered from a plugin callback
+    first = state.application.state != COMPLETE
+    apply_registered_hooks(profile, registry, strict=strict, deferred=deferred)
+    if first and state.application.state == COMPLETE:
+        executed = state.report.names("executed")
+        failed = [p.name for p in state.report.plugins if p.status.startswith("failed")]
+        logger.info(
+            "%s plugins: %d loaded (%s)%s",
+            profile.name.upper(),
+            len(executed),
+            ", ".join(executed) or "none",
+            f", {len(failed)} failed ({', '.join(failed)})" if failed else "",
+        )
+    return state.report
+
+
+def reset_plugin_state(
+    profile: RuntimeProfile = SRT_PROFILE, registry: type[BaseHookRegistry] = HookRegistry
+) -> None:
+    """Forget that plugins were loaded (tests only); the registry itself is left as it is."""
+    _states.pop((profile.name, id(registry)), None)

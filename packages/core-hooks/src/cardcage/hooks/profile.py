@@ -1,0 +1,39 @@
+"""Runtime profiles: the names under which one inference runtime discovers its plugins.
+
+cardcage's machinery is runtime-neutral; a profile binds it to one runtime's entry-point groups
+and environment variables. The SRT profile is the seed's wire contract, unchanged, so existing
+SGLang plugins work as published. Another engine can embed cardcage with a profile of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SRT_PROFILE", "RuntimeProfile"]
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    """Where a runtime looks for platform and general plugins, and which variables steer it.
+
+    ``selection_provider`` is an optional ``"module:function"`` path, resolved lazily, that returns
+    the platform selection the runtime resolved (see ``cardcage.hooks.selection``). It lets a
+    platform package hand its selection to the general-plugin loader without this package ever
+    importing it at module scope.
+    """
+
+    name: str
+    platform_group: str
+    plugin_group: str
+    selector_env: str
+    allowlist_env: str
+    selection_provider: str | None = None
+
+
+SRT_PROFILE = RuntimeProfile(
+    name="srt",
+    platform_group="sglang.srt.platforms",
+    plugin_group="sglang.srt.plugins",
+    selector_env="SGLANG_PLATFORM",
+    allowlist_env="SGLANG_PLUGINS",
+)

@@ -1,0 +1,749 @@
+"""The hook registry: BEFORE / AFTER / AROUND / REPLACE hooks on any function, method or class.
+
+This is the seed's ``sglang.srt.plugins.hook_registry`` API (``HookRegistry.register``,
+``plugin_hook``, ``HookType``, ``HookSource``) with the same ordering and chaining rules, plus what
+its users kept asking for: async targets, inherited classmethods and properties, a report from
+``apply()`` with a strict mode, late registrations that are applied instead of dropped,
+``unapply()``, one propagation pass per batch, and a deferred mode that never imports a target.
+
+Each runtime gets its own registry by subclassing ``BaseHookRegistry``: every subclass has separate
+state, so a hook registered through one runtime's API never runs in the other. The SRT registry is
+``HookRegistry``.
+
+Import cost: stdlib only (logging, enum, typing, contextvars); nothing is resolved or imported
+until ``apply()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+import functools
+import inspect
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+
+from ._deferred import watcher
+from ._log import get_logger
+from ._propagate import Rebind, Replacement, propagate
+from ._targets import NotYetImported, parse_target
+from ._targets import locate as _locate
+from ._wrappers import build_wrapper
+from .errors import HookApplyError, HookRegistrationError, HookTargetError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+
+__all__ = [
+    "ApplyReport",
+    "BaseHookRegistry",
+    "HookRecord",
+    "HookRegistry",
+    "HookSource",
+    "HookType",
+    "current_plugin_source",
+    "format_source",
+    "plugin_hook",
+    "plugin_source",
+]
+
+logger = get_logger(__name__)
+
+_F = TypeVar("_F", bound="Callable[..., Any]")
+
+
+class HookType(enum.Enum):
+    """How a hook combines with the original callable."""
+
+    BEFORE = "before"  # fn(*args, **kwargs) -> (args, kwargs) | None
+    AFTER = "after"  # fn(result, *args, **kwargs) -> new_result | None
+    AROUND = "around"  # fn(original_fn, *args, **kwargs) -> result
+    REPLACE = "replace"  # fn(*args, **kwargs) -> result, or a class
+
+
+class HookSource(NamedTuple):
+    """Which plugin registered a hook: its entry-point name and distribution."""
+
+    plugin_name: str
+    dist_name: str | None = None
+
+
+class HookRecord(NamedTuple):
+    """One registration: ``(hook_type, hook, source)``, in registration order."""
+
+    hook_type: HookType
+    hook: Callable[..., Any]
+    source: HookSource | None
+
+
+_current_plugin_source: contextvars.ContextVar[HookSource | None] = contextvars.ContextVar(
+    "cardcage_current_plugin_source", default=None
+)
+
+
+def current_plugin_source() -> HookSource | None:
+    """The plugin whose import or ``register()`` is running now, if any."""
+    return _current_plugin_source.get()
+
+
+@contextlib.contextmanager
+def plugin_source(source: HookSource | None) -> Iterator[None]:
+    """Attribute every hook registered inside the block to ``source``."""
+    token = _current_plugin_source.set(source)
+    try:
+        yield
+    finally:
+        _current_plugin_source.reset(token)
+
+
+def format_source(source: HookSource | None) -> str:
+    """``unknown``, ``plugin=<p>`` or ``plugin=<p>, dist=<d>``, as in every log line."""
+    if source is None:
+        return "unknown"
+    if source.dist_name:
+        return f"plugin={source.plugin_name}, dist={source.dist_name}"
+    return f"plugin={source.plugin_name}"
+
+
+def _describe(hook: object) -> str:
+    return getattr(hook, "__qualname__", None) or repr(hook)
+
+
+def _sources(records: Sequence[HookRecord]) -> str:
+    return ", ".join(sorted({format_source(r.source) for r in records}))
+
+
+class ApplyReport:
+    """What one ``apply()`` did: targets applied, failed (with the exception) and pending.
+
+    ``pending`` lists targets that deferred mode is waiting for (their module is not imported yet).
+    ``rebound`` counts the stale module-level aliases that were rebound to patched objects.
+    """
+
+    __slots__ = ("applied", "failed", "pending", "rebound")
+
+    def __init__(
+        self,
+        applied: tuple[str, ...] = (),
+        failed: Mapping[str, BaseException] | None = None,
+        pending: tuple[str, ...] = (),
+        rebound: int = 0,
+    ) -> None:
+        self.applied = applied
+        self.failed: dict[str, BaseException] = dict(failed or {})
+        self.pending = pending
+        self.rebound = rebound
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def raise_for_failures(self) -> None:
+        """Raise ``HookApplyError`` naming every failed target, if any failed."""
+        if self.failed:
+            raise _apply_error(self.failed, {})
+
+    def __repr__(self) -> str:
+        return (
+            f"ApplyReport(applied={list(self.applied)}, failed={sorted(self.failed)}, "
+            f"pending={list(self.pending)}, rebound={self.rebound})"
+        )
+
+
+def _apply_error(
+    failures: Mapping[str, BaseException], records: Mapping[str, Sequence[HookRecord]]
+) -> HookApplyError:
+    lines = []
+    for target in sorted(failures):
+        exc = failures[target]
+        origin = _sources(records.get(target, ()))
+        lines.append(f"  - {target} (from: {origin}): {type(exc).__name__}: {exc}")
+    return HookApplyError(
+        f"{len(failures)} hook target(s) failed to apply:\n"
+        + "\n".join(lines)
+        + "\nFix the target path (it must name an existing function, method or class) or the "
+        "hook type; without strict mode these targets are logged and skipped.",
+        failures=failures,
+    )
+
+
+_MISSING: Any = object()
+
+
+class _Applied:
+    """Bookkeeping for one patched target, enough to undo it exactly."""
+
+    __slots__ = (
+        "attr",
+        "installed",
+        "original",
+        "owner",
+        "plain",
+        "previous",
+        "rebinds",
+        "records",
+    )
+
+    def __init__(
+        self,
+        owner: Any,
+        attr: str,
+        previous: Any,
+        original: Any,
+        plain: Any,
+        installed: Any,
+        records: tuple[HookRecord, ...],
+    ) -> None:
+        self.owner = owner
+        self.attr = attr
+        self.previous = previous  # raw value in owner.__dict__, or _MISSING if inherited
+        self.original = original  # the callable or class that was wrapped
+        self.plain = plain  # the patched callable, before re-wrapping in a descriptor
+        self.installed = installed  # what setattr put on the owner
+        self.records = records
+        self.rebinds: list[Rebind] = []
+
+    def undo(self, target: str) -> None:
+        for rebind in reversed(self.rebinds):
+            rebind.undo()
+        current = self.owner.__dict__.get(self.attr, _MISSING)
+        if current is not self.installed:
+            logger.warning(
+                "Not restoring %s: it changed after cardcage patched it; keeping the newer value",
+                target,
+            )
+            return
+        if self.previous is _MISSING:
+            delattr(self.owner, self.attr)
+        else:
+            setattr(self.owner, self.attr, self.previous)
+
+
+def _lookup(owner: Any, attr: str, target: str) -> tuple[Any, str, Any]:
+    """Find the raw attribute (walking the MRO for classes) and say what kind it is."""
+    raw: Any = _MISSING
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in klass.__dict__:
+                raw = klass.__dict__[attr]
+                break
+    if raw is _MISSING:
+        raw = getattr(owner, attr)
+    if isinstance(raw, classmethod):
+        return raw, "classmethod", raw.__func__
+    if isinstance(raw, staticmethod):
+        return raw, "staticmethod", raw.__func__
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise HookTargetError(
+                f"Target {target!r} is a property without a getter; nothing to hook.",
+                target=target,
+            )
+        return raw, "property", raw.fget
+    if isinstance(raw, (functools.cached_property, functools.partialmethod)):
+        raise HookTargetError(
+            f"Target {target!r} is a {type(raw).__name__}, which cardcage cannot wrap in place. "
+            "Hook the function it calls, or REPLACE the class that defines it.",
+            target=target,
+        )
+    if isinstance(raw, type):
+        return raw, "class", raw
+    if not callable(raw):
+        raise HookTargetError(
+            f"Target {target!r} is a {type(raw).__name__}, not a function, method or class; "
+            "hooks can only wrap callables.",
+            target=target,
+        )
+    return raw, "function", raw
+
+
+def _redescribe(kind: str, plain: Any, raw: Any) -> Any:
+    if kind == "classmethod":
+        return classmethod(plain)
+    if kind == "staticmethod":
+        return staticmethod(plain)
+    if kind == "property":
+        return property(plain, raw.fset, raw.fdel, raw.__doc__)
+    return plain
+
+
+class BaseHookRegistry:
+    """Registry state and operations; subclass it to get a registry with its own state.
+
+    All methods are classmethods so that the seed's spelling ``HookRegistry.register(...)`` works
+    unchanged. Thread-safe: one re-entrant lock per registry guards registration and application.
+    """
+
+    _hooks: ClassVar[dict[str, list[HookRecord]]]
+    _patched: ClassVar[dict[str, _Applied]]
+    _stale: ClassVar[set[str]]
+    _pending: ClassVar[dict[str, str]]
+    _lock: ClassVar[threading.RLock]
+    _deferred_scope: ClassVar[tuple[str, ...] | None]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._init_state()
+
+    @classmethod
+    def _init_state(cls) -> None:
+        cls._hooks = {}
+        cls._patched = {}
+        cls._stale = set()
+        cls._pending = {}
+        cls._lock = threading.RLock()
+        cls._deferred_scope = None
+
+    # -- registration ---------------------------------------------------------------------------
+
+    @classmethod
+    def register(
+        cls,
+        target: str,
+        hook: Callable[..., Any],
+        hook_type: HookType = HookType.AFTER,
+        *,
+        source: HookSource | None = None,
+    ) -> None:
+        """Register ``hook`` on ``target``; it takes effect at the next ``apply()``.
+
+        The source defaults to the plugin whose import or ``register()`` is running.
+        """
+        if not isinstance(hook_type, HookType):
+            raise HookRegistrationError(
+                f"hook_type must be a HookType member (BEFORE, AFTER, AROUND, REPLACE), got "
+                f"{hook_type!r} for {_describe(hook)} on {target!r}.",
+                target=target if isinstance(target, str) else None,
+                hook=hook,
+            )
+        if isinstance(hook, type) and hook_type is not HookType.REPLACE:
+            raise HookRegistrationError(
+                f"Class {hook.__name__} can only be used with HookType.REPLACE, got "
+                f"HookType.{hook_type.name}. Use a function for BEFORE/AFTER/AROUND hooks.",
+                target=target if isinstance(target, str) else None,
+                hook=hook,
+            )
+        if not callable(hook):
+            raise HookRegistrationError(
+                f"Hook for {target!r} must be callable, got {type(hook).__name__} {hook!r:.60}.",
+                target=target if isinstance(target, str) else None,
+                hook=hook,
+            )
+        path = parse_target(target)
+        resolved = source if source is not None else _current_plugin_source.get()
+        record = HookRecord(hook_type, hook, resolved)
+        with cls._lock:
+            records = cls._hooks.setdefault(path.text, [])
+            if hook_type is HookType.REPLACE:
+                previous = [r for r in records if r.hook_type is HookType.REPLACE]
+                if previous:
+                    logger.warning(
+                        "Multiple REPLACE hooks on '%s': previous (%s [%s]) will be overridden by "
+                        "(%s [%s]). The last registered REPLACE takes effect.",
+                        path.text,
+                        _describe(previous[-1].hook),
+                        format_source(previous[-1].source),
+                        _describe(hook),
+                        format_source(resolved),
+                    )
+            records.append(record)
+            if path.text in cls._patched:
+                cls._stale.add(path.text)
+                logger.info(
+                    "Hook registered on already-patched %s [%s]; the next apply() rebuilds its "
+                    "chain from the original",
+                    path.text,
+                    format_source(resolved),
+                )
+        logger.debug(
+            "Registered %s hook on %s [%s]", hook_type.name, path.text, format_source(resolved)
+        )
+
+    @classmethod
+    def discard_source(cls, source: HookSource) -> int:
+        """Drop every registration made by ``source``; return how many were dropped.
+
+        Used when a plugin fails half-way through ``register()``: none of its hooks survive.
+        """
+        dropped = 0
+        with cls._lock:
+            for target in list(cls._hooks):
+                records = cls._hooks[target]
+                kept = [r for r in records if r.source != source]
+                if len(kept) == len(records):
+                    continue
+                dropped += len(records) - len(kept)
+                if kept:
+                    cls._hooks[target] = kept
+                else:
+                    del cls._hooks[target]
+                    cls._pending.pop(target, None)
+                if target in cls._patched:
+                    cls._stale.add(target)
+        return dropped
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @classmethod
+    def registrations(cls) -> dict[str, tuple[HookRecord, ...]]:
+        """Every target with its hooks, in registration order."""
+        with cls._lock:
+            return {t: tuple(r) for t, r in cls._hooks.items()}
+
+    @classmethod
+    def applied_targets(cls) -> tuple[str, ...]:
+        with cls._lock:
+            return tuple(t for t in cls._patched if t not in cls._stale)
+
+    @classmethod
+    def pending_targets(cls) -> dict[str, str]:
+        """Targets deferred mode waits for, with the module each one waits to be imported."""
+        with cls._lock:
+            return dict(cls._pending)
+
+    @classmethod
+    def is_hook_applied(
+        cls, target: str, callback: Callable[..., Any], hook_type: HookType = HookType.AFTER
+    ) -> bool:
+        """True once an ``apply()`` installed this exact callback object with this type."""
+        with cls._lock:
+            entry = cls._patched.get(target)
+            if entry is None or target in cls._stale:
+                return False
+            return any(r.hook is callback and r.hook_type is hook_type for r in entry.records)
+
+    # -- application ----------------------------------------------------------------------------
+
+    @classmethod
+    def _sort_key(cls, target: str) -> tuple[int, str]:
+        records = cls._hooks.get(target, ())
+        replaces_class = any(
+            r.hook_type is HookType.REPLACE and isinstance(r.hook, type) for r in records
+        )
+        return (0 if replaces_class else 1, target)
+
+    @classmethod
+    def apply(
+        cls,
+        *,
+        strict: bool = False,
+        propagate: bool | Sequence[str] = True,
+        deferred: bool = False,
+        targets: Sequence[str] | None = None,
+    ) -> ApplyReport:
+        """Patch every target that has unapplied hooks and report what happened.
+
+        ``propagate`` rebinds stale module-level aliases of patched objects: True for every
+        module, False for none, or a sequence of module prefixes to limit the pass. ``deferred``
+        never imports: targets whose module is not imported yet are patched on its first import.
+        ``strict`` raises ``HookApplyError`` if any target failed (after applying the others).
+        """
+        scope: tuple[str, ...] | None
+        if propagate is True:
+            scope = None
+        elif propagate is False:
+            scope = ()
+        else:
+            scope = tuple(propagate)
+        with cls._lock:
+            report = cls._apply_locked(scope, deferred, targets)
+            records = {t: tuple(cls._hooks.get(t, ())) for t in report.failed}
+        if strict and report.failed:
+            raise _apply_error(report.failed, records)
+        return report
+
+    @classmethod
+    def apply_hooks(cls) -> ApplyReport:
+        """The seed's name for ``apply()`` with default options."""
+        return cls.apply()
+
+    @classmethod
+    def _apply_locked(
+        cls, scope: tuple[str, ...] | None, deferred: bool, only: Sequence[str] | None
+    ) -> ApplyReport:
+        cls._rebuild_stale()
+        todo = [
+            t
+            for t in cls._hooks
+            if t not in cls._patched and t not in cls._pending and (only is None or t in only)
+        ]
+        todo.sort(key=cls._sort_key)
+        applied: list[str] = []
+        failed: dict[str, BaseException] = {}
+        pending: list[str] = []
+        batch: dict[int, Replacement] = {}
+        entries: dict[int, _Applied] = {}
+        for target in todo:
+            records = tuple(cls._hooks[target])
+            try:
+                outcome = cls._apply_target(target, records, deferred, batch)
+            except Exception as exc:
+                failed[target] = exc
+                logger.exception(
+                    "Failed to apply hooks to %s (from: %s)", target, _sources(records)
+                )
+                continue
+            if isinstance(outcome, NotYetImported):
+                pending.append(target)
+                cls._watch(target, outcome.module, scope)
+                continue
+            cls._patched[target] = outcome
+            applied.append(target)
+            logger.info(
+                "Applied %d hook(s) to %s (from: %s)", len(records), target, _sources(records)
+            )
+            if outcome.plain is not outcome.original and scope != ():
+                skip = frozenset(getattr(r.hook, "__module__", None) or "" for r in records)
+                owner_module = getattr(outcome.owner, "__name__", "")
+                if not isinstance(outcome.owner, type):
+                    skip = skip | {owner_module}
+                batch[id(outcome.original)] = Replacement(outcome.original, outcome.plain, skip)
+                entries[id(outcome.original)] = outcome
+        rebound = 0
+        if batch:
+            for rebind in propagate(batch, scope=scope):
+                entries[id(rebind.original)].rebinds.append(rebind)
+                rebound += 1
+            if rebound:
+                logger.debug("Propagated patches to %d stale module-level alias(es)", rebound)
+        return ApplyReport(tuple(applied), failed, tuple(pending), rebound)
+
+    @classmethod
+    def _rebuild_stale(cls) -> None:
+        """Undo targets that got new (or lost) hooks so they are rebuilt from the original."""
+        if not cls._stale:
+            return
+        stale = set(cls._stale)
+        # Method targets resolved against a class that is being re-replaced must follow it.
+        for target in list(cls._patched):
+            if any(target.startswith(s + ".") or target.startswith(s + ":") for s in stale):
+                stale.add(target)
+        for target in reversed(list(cls._patched)):
+            if target in stale:
+                cls._patched.pop(target).undo(target)
+        cls._stale.clear()
+
+    @classmethod
+    def _apply_target(
+        cls,
+        target: str,
+        records: tuple[HookRecord, ...],
+        deferred: bool,
+        batch: Mapping[int, Replacement],
+    ) -> _Applied | NotYetImported:
+        path = parse_target(target)
+        located = _locate(path, import_missing=not deferred)
+        if isinstance(located, NotYetImported):
+            return located
+        owner = located.owner
+        attr = path.attr
+        raw, kind, original = _lookup(owner, attr, target)
+        types_present = {r.hook_type for r in records}
+        has_replace = HookType.REPLACE in types_present
+
+        if (
+            isinstance(owner, type)
+            and has_replace
+            and path.owner_text in cls._patched
+            and attr in owner.__dict__
+        ):
+            logger.warning(
+                "Method REPLACE on '%s' will override the class REPLACE's own implementation of "
+                "'%s'. If this is unintended, remove the method REPLACE and modify the replacement "
+                "class directly, or use AROUND to wrap it. (from: %s)",
+                target,
+                attr,
+                _sources(records),
+            )
+        if kind == "class":
+            bad = [r for r in records if r.hook_type is not HookType.REPLACE]
+            if bad:
+                raise HookTargetError(
+                    f"Target '{target}' is a class. Only HookType.REPLACE is allowed for class "
+                    f"targets (got {bad[0].hook_type.value} from {format_source(bad[0].source)}). "
+                    f"To hook a method, use '{target}.<method_name>' instead.",
+                    target=target,
+                    hook=bad[0].hook,
+                )
+            functions = [r for r in records if not isinstance(r.hook, type)]
+            if functions:
+                raise HookTargetError(
+                    f"Target '{target}' is a class, but the REPLACE hook "
+                    f"{_describe(functions[0].hook)} ({format_source(functions[0].source)}) is a "
+                    f"function. Replace a class with a subclass of {original.__qualname__}, so "
+                    "isinstance() keeps working, or hook one of its methods.",
+                    target=target,
+                    hook=functions[0].hook,
+                )
+        else:
+            classes = [r for r in records if isinstance(r.hook, type)]
+            if classes:
+                raise HookTargetError(
+                    f"Class {classes[0].hook.__name__} ({format_source(classes[0].source)}) "
+                    f"replaces '{target}', which is a {kind}, not a class. Use a function to "
+                    "replace a function.",
+                    target=target,
+                    hook=classes[0].hook,
+                )
+        arounds = [r for r in records if r.hook_type is HookType.AROUND]
+        if len(arounds) > 1:
+            logger.warning(
+                "Multiple AROUND hooks on '%s' (%d hooks, from: %s). If any AROUND hook skips "
+                "calling original_fn, inner hooks will be bypassed.",
+                target,
+                len(arounds),
+                _sources(arounds),
+            )
+        if has_replace and len(types_present) > 1:
+            others = sorted(t.value for t in types_present if t is not HookType.REPLACE)
+            logger.info(
+                "Target '%s' has both REPLACE and %s hooks. REPLACE will be applied first, then "
+                "wrapped by other hooks.",
+                target,
+                ", ".join(others),
+            )
+
+        ordered = sorted(records, key=lambda r: r.hook_type is not HookType.REPLACE)
+        if kind == "class":
+            plain: Any = ordered[-1].hook
+            if not issubclass(plain, original):
+                logger.warning(
+                    "Class REPLACE on '%s' installs %s, which is not a subclass of %s: "
+                    "isinstance() checks against the original class will fail for its instances.",
+                    target,
+                    plain.__qualname__,
+                    original.__qualname__,
+                )
+            installed: Any = plain
+        else:
+            # A target that is also the original of another target in this batch (a re-export)
+            # chains on top of that target's patch, as if propagation had already run.
+            inner = original
+            earlier = batch.get(id(original))
+            if earlier is not None and earlier.original is original:
+                inner = earlier.replacement
+            is_async = inspect.iscoroutinefunction(original)
+            if not is_async:
+                for r in records:
+                    if inspect.iscoroutinefunction(r.hook):
+                        raise HookTargetError(
+                            f"{r.hook_type.name} hook {_describe(r.hook)} "
+                            f"({format_source(r.source)}) is async, but '{target}' is a plain "
+                            "function: its callers would receive a coroutine. Use a sync hook.",
+                            target=target,
+                            hook=r.hook,
+                        )
+            plain = inner
+            for r in ordered:
+                plain = build_wrapper(plain, r.hook, r.hook_type, target, is_async=is_async)
+            installed = _redescribe(kind, plain, raw)
+            if kind != "function":
+                logger.debug("Preserved %s for %s", kind, target)
+        previous = owner.__dict__.get(attr, _MISSING)
+        setattr(owner, attr, installed)
+        return _Applied(owner, attr, previous, original, plain, installed, records)
+
+    @classmethod
+    def _watch(cls, target: str, module: str, scope: tuple[str, ...] | None) -> None:
+        cls._pending[target] = module
+        cls._deferred_scope = scope
+        watcher.watch(module, cls._on_module_imported)
+        if module in sys.modules:  # imported by another thread meanwhile
+            cls._on_module_imported(module)
+
+    @classmethod
+    def _on_module_imported(cls, module: str) -> None:
+        with cls._lock:
+            ready = [t for t, m in cls._pending.items() if m == module]
+            if not ready:
+                return
+            for target in ready:
+                del cls._pending[target]
+            report = cls._apply_locked(cls._deferred_scope, True, ready)
+        if report.applied:
+            logger.debug("Deferred hooks applied after importing %s: %s", module, report.applied)
+
+    # -- undo -----------------------------------------------------------------------------------
+
+    @classmethod
+    def unapply(cls, target: str | None = None) -> tuple[str, ...]:
+        """Restore originals (and rebound aliases); hooks stay registered for the next apply.
+
+        With a target, undo that target and the method targets resolved through it.
+        """
+        with cls._lock:
+            if target is None:
+                chosen = list(cls._patched)
+                for name in list(cls._pending):
+                    del cls._pending[name]
+                watcher.unwatch_all(cls._on_module_imported)
+            else:
+                chosen = [
+                    t
+                    for t in cls._patched
+                    if t == target or t.startswith(target + ".") or t.startswith(target + ":")
+                ]
+            for name in reversed(chosen):
+                cls._patched.pop(name).undo(name)
+                cls._stale.discard(name)
+            return tuple(chosen)
+
+    @classmethod
+    def reset(cls) -> None:
+        """Restore every patched target and forget every registration.
+
+        Unlike SGLang's ``reset()``, which leaves patches installed, this leaves the process as it
+        was before any hook was applied.
+        """
+        with cls._lock:
+            cls.unapply()
+            cls._hooks.clear()
+            cls._stale.clear()
+
+    @classmethod
+    @contextlib.contextmanager
+    def sandbox(cls) -> Iterator[type[BaseHookRegistry]]:
+        """Registrations and patches made inside the block are undone when it ends."""
+        with cls._lock:
+            saved_hooks = {t: list(r) for t, r in cls._hooks.items()}
+            saved_patched = dict(cls._patched)
+            saved_stale = set(cls._stale)
+        try:
+            yield cls
+        finally:
+            with cls._lock:
+                for name in reversed(list(cls._patched)):
+                    if saved_patched.get(name) is not cls._patched[name]:
+                        cls._patched.pop(name).undo(name)
+                for name in list(cls._pending):
+                    if name not in saved_hooks:
+                        del cls._pending[name]
+                # Targets rebuilt inside the block were undone above; with their saved
+                # registrations back, the next apply() installs them again.
+                cls._hooks = saved_hooks
+                cls._stale = {t for t in saved_stale if t in cls._patched}
+
+
+BaseHookRegistry._init_state()
+
+
+class HookRegistry(BaseHookRegistry):
+    """The SRT runtime's registry (the seed's ``sglang.srt.plugins.hook_registry.HookRegistry``)."""
+
+
+def plugin_hook(
+    target: str,
+    type: HookType = HookType.AFTER,  # noqa: A002 - the seed's public keyword
+    *,
+    registry: type[BaseHookRegistry] | None = None,
+) -> Callable[[_F], _F]:
+    """Decorator form of ``register``: registers at decoration time, returns the object as is."""
+    chosen = HookRegistry if registry is None else registry
+
+    def decorator(obj: _F) -> _F:
+        chosen.register(target, obj, type)
+        return obj
+
+    return decorator
