@@ -134,6 +134,26 @@ def build(session: nox.Session) -> None:
     for package in sorted(p for p in PACKAGES.iterdir() if (p / "pyproject.toml").exists()):
         session.run("python", "-m", "build", "--no-isolation", "--outdir", str(out), str(package))
     session.run("twine", "check", "--strict", *sorted(str(p) for p in out.iterdir()))
+    session.run("python", "-c", _CHECK_TYPED_WHEELS, str(out), silent=True)
+
+
+# Every cardcage sub-package in a wheel must ship py.typed (PEP 561; cardcage is a PEP 420
+# namespace, so the marker lives in each sub-package, not at the top).
+_CHECK_TYPED_WHEELS = """
+import sys, zipfile, pathlib
+missing = []
+for wheel in pathlib.Path(sys.argv[1]).glob("*.whl"):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
+    if any(n.startswith("cardcage/__init__") for n in names):
+        missing.append(f"{wheel.name}: cardcage/__init__.py breaks the namespace")
+    for package in packages:
+        top = package.split("/")[:2] if package.startswith("cardcage/") else package.split("/")[:1]
+        marker = "/".join(top) + "/py.typed"
+        if marker not in names:
+            missing.append(f"{wheel.name}: {marker}")
+sys.exit(chr(10).join(sorted(set(missing))) if missing else 0)
+"""
 
 
 @nox.session(python=PYTHON)

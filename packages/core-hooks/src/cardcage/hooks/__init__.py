@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         HookRegistry,
         HookSource,
         HookType,
+        format_source,
         plugin_hook,
         plugin_source,
     )
@@ -61,6 +62,7 @@ _EXPORTS = {
     "HookRegistry": "registry",
     "HookSource": "registry",
     "HookType": "registry",
+    "format_source": "registry",
     "plugin_hook": "registry",
     "plugin_source": "registry",
     "CardcageError": "errors",
@@ -124,6 +126,7 @@ __all__ = [
     "SRT_PROFILE",
     "entry_point_snapshot",
     "execute_plugin_callbacks",
+    "format_source",
     "load_plugins",
     "load_plugins_by_group",
     "plugin_hook",

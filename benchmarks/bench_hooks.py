@@ -1,0 +1,707 @@
+"""Benchmarks for ``cardcage.hooks`` against SGLang 0.5.23's hook registry (DESIGN.md section 7).
+
+Every number is a ratio measured in one run, on one machine, with the same hook functions on both
+sides, so machine speed cancels out:
+
+1. hook call overhead per hook type: (wrapped call - bare call) for cardcage / the same for SGLang;
+2. ``apply()`` of 50 targets with ~2,000 modules imported / SGLang's ``HookRegistry.apply_hooks()``;
+3. ``python -c "import cardcage.hooks"`` / ``python -c pass``.
+
+The anchor is ``sglang/srt/plugins/hook_registry.py`` read out of the sglang wheel that ``nox -s
+bench`` downloads (``--anchor-dir``). Only that one file is extracted, into a temporary directory,
+and loaded by path under a private module name; nothing of SGLang is copied into this repository.
+
+Benchmarks report, they do not gate: the exit code is 0 even when a budget is missed.
+
+    python benchmarks/bench_hooks.py --anchor-dir DIR [--json PATH] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gc
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+import types
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cardcage.hooks.registry import BaseHookRegistry, HookType
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+ANCHOR_VERSION = "0.5.23"
+ANCHOR_MEMBER = "sglang/srt/plugins/hook_registry.py"
+ANCHOR_MODULE = "_cardcage_bench_sglang_hook_registry"
+
+PREFIX = "_ccbench_"  # every synthetic module's name starts with this; removed at the end
+
+CALL_BUDGET = 1.0
+APPLY_BUDGET = 0.2
+IMPORT_BUDGET = 1.3
+
+APPLY_MODULES = 2000  # synthetic modules, the 50 target modules included
+APPLY_TARGETS = 50
+APPLY_GLOBALS = 20  # user globals per synthetic module
+APPLY_ALIASES_PER_TARGET = 10  # ``from tgt import target_fn`` copies, spread over the modules
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to measure; ``--quick`` trades precision for a run of a few seconds."""
+
+    call_rounds: int
+    call_seconds: float  # wall time of one timeit measurement of the slowest subject
+    apply_reps: int
+    startup_rounds: int
+
+
+FULL = Settings(call_rounds=60, call_seconds=0.008, apply_reps=9, startup_rounds=40)
+QUICK = Settings(call_rounds=10, call_seconds=0.003, apply_reps=3, startup_rounds=8)
+
+
+@dataclass
+class Result:
+    """One table row. ``ratio`` is value / reference; ``spread`` is its per-round 25-75 % range."""
+
+    group: str
+    name: str
+    unit: str
+    value: float
+    reference: float
+    reference_label: str
+    ratio: float
+    budget: float | None
+    spread: tuple[float, float] | None = None
+
+    @property
+    def verdict(self) -> str:
+        if self.budget is None:
+            return "-"
+        return "PASS" if self.ratio <= self.budget else "MISS"
+
+
+# -- the hooks, shared by both implementations --------------------------------------------------
+
+
+def hook_before_none(*args: Any, **kwargs: Any) -> None:
+    """BEFORE hook that keeps the arguments (the common case: logging, counting)."""
+    return None
+
+
+def hook_before_args(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """BEFORE hook that hands back (args, kwargs): the path that rewrites the call."""
+    return args, kwargs
+
+
+def hook_after(result: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER hook that keeps the result."""
+    return None
+
+
+def hook_around(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND hook that just calls through (the shape of every timing hook)."""
+    return original(*args, **kwargs)
+
+
+def hook_replace(x: int, y: int) -> int:
+    """REPLACE hook doing the target's own work, so only the wrapper's cost differs."""
+    return x + y
+
+
+def _target_template(x: int, y: int) -> int:
+    """Code of every synthetic target function: small, so the wrapper dominates the call."""
+    return x + y
+
+
+def _method_template(self: object, x: int, y: int) -> int:
+    """Code of every synthetic target method."""
+    return x + y
+
+
+# -- the anchor ----------------------------------------------------------------------------------
+
+
+def find_anchor_wheel(anchor_dir: Path) -> Path:
+    """The sglang wheel that ``pip download --no-deps`` left in ``anchor_dir``."""
+    wheels = sorted(anchor_dir.glob(f"sglang-{ANCHOR_VERSION}-*.whl"))
+    if not wheels:
+        found = ", ".join(p.name for p in anchor_dir.iterdir()) or "nothing"
+        raise SystemExit(f"no sglang-{ANCHOR_VERSION} wheel in {anchor_dir} (found: {found})")
+    return wheels[0]
+
+
+def extract_anchor(wheel: Path, dest: Path) -> Path:
+    """Extract only ``hook_registry.py`` from the wheel; the rest of SGLang is never unpacked."""
+    with zipfile.ZipFile(wheel) as archive:
+        return Path(archive.extract(ANCHOR_MEMBER, dest))
+
+
+def check_anchor_imports(path: Path) -> None:
+    """Fail loudly if the anchor needs more than the stdlib.
+
+    0.5.23's hook_registry.py imports only the stdlib, so it loads by path without stubs. If a
+    later release imports from sglang, this names the modules that would need minimal stubs in
+    ``sys.modules`` instead of failing somewhere inside the timing code.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    needed: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            needed.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            needed.add("." * node.level + (node.module or ""))
+    foreign = sorted(n for n in needed if n.split(".")[0] not in sys.stdlib_module_names)
+    if foreign:
+        raise SystemExit(
+            f"{ANCHOR_MEMBER} imports {', '.join(foreign)}; add minimal stubs for them to "
+            "sys.modules before loading it (see check_anchor_imports)."
+        )
+
+
+def load_anchor(path: Path) -> types.ModuleType:
+    """Load the extracted file by path under a private name (no ``sglang`` package is created)."""
+    check_anchor_imports(path)
+    spec = importlib.util.spec_from_file_location(ANCHOR_MODULE, path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[ANCHOR_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- synthetic modules ---------------------------------------------------------------------------
+
+
+def new_module(name: str, namespace: dict[str, Any] | None = None) -> types.ModuleType:
+    """Create a module and put it in ``sys.modules`` (replacing any previous one of that name)."""
+    module = types.ModuleType(name)
+    if namespace:
+        module.__dict__.update(namespace)
+    sys.modules[name] = module
+    return module
+
+
+def copy_function(
+    template: Callable[..., Any], module: types.ModuleType, name: str
+) -> types.FunctionType:
+    """A fresh function object with the template's code, defined "in" ``module``.
+
+    Fresh objects matter: both registries find aliases by identity, so each side and each
+    repetition needs its own originals.
+    """
+    code = template.__code__  # type: ignore[attr-defined]
+    function = types.FunctionType(code, module.__dict__, name)
+    function.__qualname__ = name
+    return function
+
+
+def remove_synthetic_modules() -> None:
+    """Drop every synthetic module so the rest of the run (and the process) is unaffected."""
+    for name in [n for n in sys.modules if n.startswith(PREFIX)]:
+        del sys.modules[name]
+
+
+def timed(action: Callable[[], Any]) -> float:
+    """Seconds one call of ``action`` takes, with the cyclic GC collected first and held off.
+
+    A collection over ~2,000 modules' objects landing inside one side's timing would be noise
+    unrelated to either registry (``timeit`` disables the GC for the same reason).
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        action()
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """25th and 75th percentile: how much a ratio moved between rounds."""
+    if len(values) < 2:
+        return (values[0], values[0])
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return (q1, q3)
+
+
+# -- 1. call overhead ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallCase:
+    """One hook on one target; each side installs it on its own copy of the same code."""
+
+    label: str
+    hook_type: str  # HookType member name, the same in both implementations
+    hook: Callable[..., Any]
+    on_method: bool = False
+
+
+CALL_CASES = (
+    CallCase("BEFORE -> None", "BEFORE", hook_before_none),
+    CallCase("BEFORE -> (args, kwargs)", "BEFORE", hook_before_args),
+    CallCase("AFTER", "AFTER", hook_after),
+    CallCase("AROUND", "AROUND", hook_around),
+    CallCase("REPLACE", "REPLACE", hook_replace),
+    CallCase("AROUND on a method", "AROUND", hook_around, on_method=True),
+)
+
+
+class CallBenchRegistry(BaseHookRegistry):
+    """cardcage's registry for the call benchmark: its own state, nothing shared with SRT's."""
+
+
+def install_call_targets(side: str) -> list[tuple[types.ModuleType, str]]:
+    """One module per case holding ``target`` and ``Target.method``; returns (module, path)."""
+    installed = []
+    for index, case in enumerate(CALL_CASES):
+        module = new_module(f"{PREFIX}call_{side}_{index}")
+        module.target = copy_function(_target_template, module, "target")  # type: ignore[attr-defined]
+        method = copy_function(_method_template, module, "method")
+        module.Target = type("Target", (), {"method": method, "__module__": module.__name__})  # type: ignore[attr-defined]
+        path = f"{module.__name__}.Target.method" if case.on_method else f"{module.__name__}.target"
+        installed.append((module, path))
+    return installed
+
+
+def call_subject(module: types.ModuleType, case: CallCase) -> timeit.Timer:
+    """A timer for one call as user code makes it: ``f(1, 2)`` or ``obj.method(1, 2)``."""
+    if case.on_method:
+        instance = module.Target()
+        if instance.method(1, 2) != 3:
+            raise AssertionError(f"{module.__name__}: hooked method returned a wrong value")
+        return timeit.Timer("o.method(1, 2)", globals={"o": instance})
+    function = module.target
+    if function(1, 2) != 3 or getattr(function, "__wrapped__", None) is None:
+        raise AssertionError(f"{module.__name__}: target was not hooked")
+    return timeit.Timer("f(1, 2)", globals={"f": function})
+
+
+def build_call_timers(anchor: types.ModuleType) -> dict[str, timeit.Timer]:
+    """Timers for the bare function and method, and each case on each side, hooks applied."""
+    bare = new_module(f"{PREFIX}call_bare")
+    bare_fn = copy_function(_target_template, bare, "target")
+    bare_cls = type("Target", (), {"method": copy_function(_method_template, bare, "method")})
+    timers = {
+        "bare function": timeit.Timer("f(1, 2)", globals={"f": bare_fn}),
+        "bare method": timeit.Timer("o.method(1, 2)", globals={"o": bare_cls()}),
+    }
+    ours = install_call_targets("cardcage")
+    theirs = install_call_targets("anchor")
+    for case, (_, path) in zip(CALL_CASES, ours, strict=True):
+        CallBenchRegistry.register(path, case.hook, HookType[case.hook_type])
+    report = CallBenchRegistry.apply(strict=True, propagate=False)
+    if len(report.applied) != len(CALL_CASES):
+        raise AssertionError(f"cardcage applied {report!r}")
+    anchor.HookRegistry.reset()
+    for case, (_, path) in zip(CALL_CASES, theirs, strict=True):
+        anchor.HookRegistry.register(path, case.hook, anchor.HookType[case.hook_type])
+    anchor.HookRegistry.apply_hooks()
+    for case, (mine, _), (other, _) in zip(CALL_CASES, ours, theirs, strict=True):
+        timers[f"cardcage {case.label}"] = call_subject(mine, case)
+        timers[f"anchor {case.label}"] = call_subject(other, case)
+    return timers
+
+
+def calibrate(timers: dict[str, timeit.Timer], seconds: float) -> int:
+    """Loop count so the slowest subject takes ``seconds`` per measurement (same for all)."""
+    slowest = max(t.timeit(2000) / 2000 for t in timers.values())
+    return max(1000, int(seconds / slowest))
+
+
+def measure_calls(anchor: types.ModuleType, settings: Settings) -> list[Result]:
+    """Per-call overhead of each hook type on both sides, interleaved round by round.
+
+    Each round times every subject once, in an order rotated by one per round, so drift (CPU
+    frequency, a neighbour process) hits both implementations alike. The estimate is the minimum
+    over rounds (timeit's advice: noise only ever adds), minus the bare call's minimum.
+    """
+    timers = build_call_timers(anchor)
+    number = calibrate(timers, settings.call_seconds)
+    keys = list(timers)
+    samples: dict[str, list[float]] = {k: [] for k in keys}
+    for round_index in range(settings.call_rounds):
+        shift = round_index % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            samples[key].append(timers[key].timeit(number) / number)
+    CallBenchRegistry.reset()
+    anchor.HookRegistry.reset()
+    return [call_result(case, samples) for case in CALL_CASES]
+
+
+def call_result(case: CallCase, samples: dict[str, list[float]]) -> Result:
+    """Overheads (ns) from the minima, and the per-round spread of their ratio."""
+    bare = samples["bare method" if case.on_method else "bare function"]
+    ours = samples[f"cardcage {case.label}"]
+    theirs = samples[f"anchor {case.label}"]
+    mine = (min(ours) - min(bare)) * 1e9
+    other = (min(theirs) - min(bare)) * 1e9
+    per_round = [(o - b) / (t - b) for o, t, b in zip(ours, theirs, bare, strict=True) if t > b]
+    return Result(
+        group="call overhead",
+        name=f"hook call overhead: {case.label}",
+        unit="ns/call",
+        value=mine,
+        reference=other,
+        reference_label=f"SGLang {ANCHOR_VERSION}",
+        ratio=mine / other,
+        budget=CALL_BUDGET,
+        spread=quartiles(per_round) if per_round else None,
+    )
+
+
+# -- 2. apply() with ~2,000 modules imported ------------------------------------------------------
+
+
+class ApplyBenchRegistry(BaseHookRegistry):
+    """cardcage's registry for the apply benchmark."""
+
+
+APPLY_HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    ("BEFORE", hook_before_none),
+    ("AFTER", hook_after),
+    ("AROUND", hook_around),
+    ("REPLACE", hook_replace),
+)
+
+
+class _Shared:
+    """A class many synthetic modules import, like ``Any`` or ``Enum`` in real code."""
+
+
+@dataclass
+class ApplyWorld:
+    """The module graph: background modules, and where the aliases of each target live."""
+
+    aliases: list[tuple[types.ModuleType, str, int]]  # (module, global name, target index)
+
+    @staticmethod
+    def target_module(index: int) -> str:
+        return f"{PREFIX}tgt_{index:02d}"
+
+    def target_path(self, index: int) -> str:
+        return f"{self.target_module(index)}.target_fn"
+
+
+def filler_globals(module: types.ModuleType, count: int) -> dict[str, Any]:
+    """``count`` globals of the kinds real modules hold: constants, functions, imported names."""
+    shared: tuple[Any, ...] = (sys, types, _Shared, hook_after)
+    values: dict[str, Any] = {}
+    for k in range(count):
+        kind = k % 5
+        if kind == 0:
+            values[f"CONST_{k}"] = k
+        elif kind == 1:
+            values[f"NAME_{k}"] = f"{module.__name__}.{k}"
+        elif kind == 2:
+            values[f"helper_{k}"] = copy_function(_target_template, module, f"helper_{k}")
+        elif kind == 3:
+            values[f"imported_{k}"] = shared[k % len(shared)]
+        else:
+            values[f"table_{k}"] = (k, k + 1)
+    return values
+
+
+def build_apply_world() -> ApplyWorld:
+    """Create the background modules once; every alias slot is filled per repetition."""
+    background = APPLY_MODULES - APPLY_TARGETS
+    slots = APPLY_TARGETS * APPLY_ALIASES_PER_TARGET
+    aliases: list[tuple[types.ModuleType, str, int]] = []
+    modules = []
+    for i in range(background):
+        module = new_module(f"{PREFIX}bg_{i:04d}")
+        module.__dict__.update(filler_globals(module, APPLY_GLOBALS))
+        modules.append(module)
+    for slot in range(slots):
+        module = modules[slot * background // slots]
+        aliases.append((module, f"alias_{slot}", slot % APPLY_TARGETS))
+    return ApplyWorld(aliases)
+
+
+def fresh_targets(world: ApplyWorld) -> list[types.FunctionType]:
+    """New target modules and functions, and every alias pointed at them: identical work per rep.
+
+    SGLang's ``reset()`` leaves its patches installed, so instead of undoing either side we
+    start every repetition of both sides from brand-new originals.
+    """
+    originals = []
+    for index in range(APPLY_TARGETS):
+        module = new_module(world.target_module(index))
+        module.__dict__.update(filler_globals(module, APPLY_GLOBALS - 1))
+        function = copy_function(_target_template, module, "target_fn")
+        module.target_fn = function  # type: ignore[attr-defined]
+        originals.append(function)
+    for module, name, index in world.aliases:
+        setattr(module, name, originals[index])
+    return originals
+
+
+def check_propagated(world: ApplyWorld, originals: list[types.FunctionType], side: str) -> None:
+    """Both sides must have patched every target and rebound every alias, or the race is off."""
+    for index, original in enumerate(originals):
+        if sys.modules[world.target_module(index)].target_fn is original:  # type: ignore[attr-defined]
+            raise AssertionError(f"{side}: {world.target_path(index)} was not patched")
+    stale = [f"{m.__name__}.{n}" for m, n, i in world.aliases if getattr(m, n) is originals[i]]
+    if stale:
+        raise AssertionError(f"{side}: {len(stale)} aliases not propagated, e.g. {stale[0]}")
+
+
+def apply_cardcage(world: ApplyWorld) -> float:
+    """Register 50 hooks on fresh targets, time ``apply(propagate=True)``, then undo it."""
+    originals = fresh_targets(world)
+    for index in range(APPLY_TARGETS):
+        hook_type, hook = APPLY_HOOKS[index % len(APPLY_HOOKS)]
+        ApplyBenchRegistry.register(world.target_path(index), hook, HookType[hook_type])
+    seconds = timed(lambda: ApplyBenchRegistry.apply(strict=True, propagate=True))
+    check_propagated(world, originals, "cardcage")
+    ApplyBenchRegistry.reset()
+    return seconds
+
+
+def apply_anchor(world: ApplyWorld, anchor: types.ModuleType) -> float:
+    """The same 50 registrations on fresh targets, timing SGLang's ``apply_hooks()``."""
+    originals = fresh_targets(world)
+    registry = anchor.HookRegistry
+    registry.reset()
+    for index in range(APPLY_TARGETS):
+        hook_type, hook = APPLY_HOOKS[index % len(APPLY_HOOKS)]
+        registry.register(world.target_path(index), hook, anchor.HookType[hook_type])
+    seconds = timed(registry.apply_hooks)
+    check_propagated(world, originals, "anchor")
+    registry.reset()
+    return seconds
+
+
+def measure_apply(anchor: types.ModuleType, settings: Settings) -> Result:
+    """Median apply time of each side over alternating repetitions, after one warm-up each."""
+    world = build_apply_world()
+    module_count = len(sys.modules)
+    apply_cardcage(world)
+    apply_anchor(world, anchor)
+    ours: list[float] = []
+    theirs: list[float] = []
+    for rep in range(settings.apply_reps):
+        if rep % 2:
+            theirs.append(apply_anchor(world, anchor))
+            ours.append(apply_cardcage(world))
+        else:
+            ours.append(apply_cardcage(world))
+            theirs.append(apply_anchor(world, anchor))
+    remove_synthetic_modules()
+    mine = statistics.median(ours) * 1e3
+    other = statistics.median(theirs) * 1e3
+    return Result(
+        group="apply",
+        name=f"apply() {APPLY_TARGETS} targets, {module_count:,} modules imported",
+        unit="ms",
+        value=mine,
+        reference=other,
+        reference_label=f"SGLang {ANCHOR_VERSION} apply_hooks()",
+        ratio=mine / other,
+        budget=APPLY_BUDGET,
+        spread=quartiles([o / t for o, t in zip(ours, theirs, strict=True)]),
+    )
+
+
+# -- 3. start-up cost ----------------------------------------------------------------------------
+
+
+def startup_env(pycache: Path) -> dict[str, str]:
+    """The environment for every start-up subprocess, identical for all of them.
+
+    Bytecode is cached under a private prefix (and PYTHONDONTWRITEBYTECODE dropped) so that an
+    editable install or a read-only tree does not recompile cardcage's sources on every start:
+    a deployed wheel ships its .pyc files, and that is the cost the budget is about.
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def startup_commands(anchor_file: Path) -> dict[str, str]:
+    """The ``-c`` programs to time; the anchor is imported by path via ``sys.path``."""
+    return {
+        "pass": "pass",
+        "import cardcage.hooks": "import cardcage.hooks",
+        "from cardcage.hooks.registry import HookRegistry": (
+            "from cardcage.hooks.registry import HookRegistry"
+        ),
+        "import SGLang hook_registry.py by path": (
+            f"import sys; sys.path.insert(0, {str(anchor_file.parent)!r}); import hook_registry"
+        ),
+    }
+
+
+def run_once(code: str, env: dict[str, str], cwd: Path) -> float:
+    """Wall time of one ``python -c code`` in the current interpreter."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, check=False
+    )
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"python -c {code!r} failed:\n{proc.stderr.decode(errors='replace')}")
+    return seconds
+
+
+def measure_startup(anchor_file: Path, scratch: Path, settings: Settings) -> list[Result]:
+    """Medians over many alternating runs; a few warm-up runs first fill the bytecode cache."""
+    env = startup_env(scratch / "pycache")
+    commands = startup_commands(anchor_file)
+    labels = list(commands)
+    for label in labels * 3:
+        run_once(commands[label], env, scratch)
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    for round_index in range(settings.startup_rounds):
+        shift = round_index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            samples[label].append(run_once(commands[label], env, scratch))
+    base = samples["pass"]
+    results = []
+    for label, budget in (
+        ("import cardcage.hooks", IMPORT_BUDGET),
+        ("from cardcage.hooks.registry import HookRegistry", None),
+        ("import SGLang hook_registry.py by path", None),
+    ):
+        value = statistics.median(samples[label]) * 1e3
+        reference = statistics.median(base) * 1e3
+        results.append(
+            Result(
+                group="start-up",
+                name=f"python -c '{label}'" if budget else f"python -c '{label}' (context)",
+                unit="ms",
+                value=value,
+                reference=reference,
+                reference_label="python -c pass",
+                ratio=value / reference,
+                budget=budget,
+                spread=quartiles([s / b for s, b in zip(samples[label], base, strict=True)]),
+            )
+        )
+    return results
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def format_number(value: float, unit: str) -> str:
+    """Three significant figures, so the columns stay narrow and readable."""
+    unit_text = {"ns/call": "ns", "ms": "ms"}.get(unit, unit)
+    return f"{value:,.3g} {unit_text}" if abs(value) < 1000 else f"{value:,.0f} {unit_text}"
+
+
+def table(results: Sequence[Result]) -> str:
+    """The human-readable table: one row per measurement."""
+    header = ("measurement", "value", "reference", "ratio (25-75 %)", "budget", "result")
+    rows = [header]
+    for r in results:
+        spread = f" ({r.spread[0]:.2f}-{r.spread[1]:.2f})" if r.spread else ""
+        rows.append(
+            (
+                r.name,
+                format_number(r.value, r.unit),
+                f"{format_number(r.reference, r.unit)} [{r.reference_label}]",
+                f"{r.ratio:.3f}{spread}",
+                f"<= {r.budget:.2f}" if r.budget is not None else "-",
+                r.verdict,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def summary(results: Sequence[Result]) -> str:
+    """One line a reader (or a CI log grep) can take in at a glance."""
+    budgeted = [r for r in results if r.budget is not None]
+    missed = [r for r in budgeted if r.verdict == "MISS"]
+    line = f"bench_hooks: {len(budgeted) - len(missed)}/{len(budgeted)} budgets met"
+    if missed:
+        line += "; MISS: " + "; ".join(
+            f"{r.name} {r.ratio:.3f} > {r.budget:.2f}" for r in missed
+        )
+    return line
+
+
+def environment(wheel: Path) -> dict[str, Any]:
+    """Where the numbers come from, for the JSON file and the table's header."""
+    return {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "anchor_wheel": wheel.name,
+        "anchor_member": ANCHOR_MEMBER,
+    }
+
+
+def write_json(path: Path, env: dict[str, Any], results: Sequence[Result], elapsed: float) -> None:
+    """The table's data, machine-readable, with the verdicts and the summary line."""
+    rows = [{**asdict(r), "verdict": r.verdict} for r in results]
+    data = {"environment": env, "elapsed_s": elapsed, "results": rows, "summary": summary(results)}
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--anchor-dir",
+        type=Path,
+        required=True,
+        help=f"directory holding the sglang-{ANCHOR_VERSION} wheel (pip download --no-deps)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument(
+        "--quick", action="store_true", help="few repeats: a smoke run, not numbers to quote"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    wheel = find_anchor_wheel(args.anchor_dir)
+    with tempfile.TemporaryDirectory(prefix="cardcage-bench-") as tmp:
+        scratch = Path(tmp)
+        anchor_file = extract_anchor(wheel, scratch / "anchor")
+        anchor = load_anchor(anchor_file)
+        env = environment(wheel)
+        print(f"cardcage.hooks benchmarks vs {wheel.name} ({ANCHOR_MEMBER})")
+        print(f"python {env['python']} on {env['platform']}, {env['cpus']} CPUs\n", flush=True)
+        results: list[Result] = []
+        results += measure_startup(anchor_file, scratch, settings)
+        results += measure_calls(anchor, settings)
+        results.append(measure_apply(anchor, settings))
+    elapsed = time.perf_counter() - started
+    print(table(results))
+    print(
+        "\nvalue: cardcage (call overhead = hooked call - bare call, min of rounds); "
+        "reference: SGLang or `python -c pass`.\nratio = value / reference; (25-75 %) is the "
+        "spread of the per-round ratio. Start-up runs use a private bytecode cache."
+    )
+    print(f"\n{summary(results)} ({elapsed:.0f} s)")
+    if args.json:
+        write_json(args.json, env, results, elapsed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
