@@ -68,7 +68,7 @@ class Settings:
     startup_rounds: int
 
 
-FULL = Settings(call_rounds=60, call_seconds=0.008, apply_reps=9, startup_rounds=40)
+FULL = Settings(call_rounds=100, call_seconds=0.008, apply_reps=9, startup_rounds=60)
 QUICK = Settings(call_rounds=10, call_seconds=0.003, apply_reps=3, startup_rounds=8)
 
 
@@ -88,9 +88,19 @@ class Result:
 
     @property
     def verdict(self) -> str:
+        """PASS / MISS on the ratio; MISS~ when the budget lies inside the per-round spread.
+
+        Call-overhead ratios of two near-identical wrappers sit at 1.00 +- a few percent, so a
+        point estimate of 1.01 against a 1.00 budget says nothing; MISS~ keeps that visible
+        without pretending it is either a pass or a regression.
+        """
         if self.budget is None:
             return "-"
-        return "PASS" if self.ratio <= self.budget else "MISS"
+        if self.ratio <= self.budget:
+            return "PASS"
+        if self.spread is not None and self.spread[0] <= self.budget:
+            return "MISS~"
+        return "MISS"
 
 
 # -- the hooks, shared by both implementations --------------------------------------------------
@@ -129,6 +139,10 @@ def _target_template(x: int, y: int) -> int:
 def _method_template(self: object, x: int, y: int) -> int:
     """Code of every synthetic target method."""
     return x + y
+
+
+TARGET_CODE = _target_template.__code__
+METHOD_CODE = _method_template.__code__
 
 
 # -- the anchor ----------------------------------------------------------------------------------
@@ -195,15 +209,12 @@ def new_module(name: str, namespace: dict[str, Any] | None = None) -> types.Modu
     return module
 
 
-def copy_function(
-    template: Callable[..., Any], module: types.ModuleType, name: str
-) -> types.FunctionType:
+def copy_function(code: types.CodeType, module: types.ModuleType, name: str) -> types.FunctionType:
     """A fresh function object with the template's code, defined "in" ``module``.
 
     Fresh objects matter: both registries find aliases by identity, so each side and each
     repetition needs its own originals.
     """
-    code = template.__code__  # type: ignore[attr-defined]
     function = types.FunctionType(code, module.__dict__, name)
     function.__qualname__ = name
     return function
@@ -271,9 +282,11 @@ def install_call_targets(side: str) -> list[tuple[types.ModuleType, str]]:
     installed = []
     for index, case in enumerate(CALL_CASES):
         module = new_module(f"{PREFIX}call_{side}_{index}")
-        module.target = copy_function(_target_template, module, "target")  # type: ignore[attr-defined]
-        method = copy_function(_method_template, module, "method")
-        module.Target = type("Target", (), {"method": method, "__module__": module.__name__})  # type: ignore[attr-defined]
+        method = copy_function(METHOD_CODE, module, "method")
+        module.__dict__.update(
+            target=copy_function(TARGET_CODE, module, "target"),
+            Target=type("Target", (), {"method": method, "__module__": module.__name__}),
+        )
         path = f"{module.__name__}.Target.method" if case.on_method else f"{module.__name__}.target"
         installed.append((module, path))
     return installed
@@ -295,8 +308,8 @@ def call_subject(module: types.ModuleType, case: CallCase) -> timeit.Timer:
 def build_call_timers(anchor: types.ModuleType) -> dict[str, timeit.Timer]:
     """Timers for the bare function and method, and each case on each side, hooks applied."""
     bare = new_module(f"{PREFIX}call_bare")
-    bare_fn = copy_function(_target_template, bare, "target")
-    bare_cls = type("Target", (), {"method": copy_function(_method_template, bare, "method")})
+    bare_fn = copy_function(TARGET_CODE, bare, "target")
+    bare_cls = type("Target", (), {"method": copy_function(METHOD_CODE, bare, "method")})
     timers = {
         "bare function": timeit.Timer("f(1, 2)", globals={"f": bare_fn}),
         "bare method": timeit.Timer("o.method(1, 2)", globals={"o": bare_cls()}),
@@ -354,7 +367,7 @@ def call_result(case: CallCase, samples: dict[str, list[float]]) -> Result:
     per_round = [(o - b) / (t - b) for o, t, b in zip(ours, theirs, bare, strict=True) if t > b]
     return Result(
         group="call overhead",
-        name=f"hook call overhead: {case.label}",
+        name=f"call overhead: {case.label}",
         unit="ns/call",
         value=mine,
         reference=other,
@@ -409,7 +422,7 @@ def filler_globals(module: types.ModuleType, count: int) -> dict[str, Any]:
         elif kind == 1:
             values[f"NAME_{k}"] = f"{module.__name__}.{k}"
         elif kind == 2:
-            values[f"helper_{k}"] = copy_function(_target_template, module, f"helper_{k}")
+            values[f"helper_{k}"] = copy_function(TARGET_CODE, module, f"helper_{k}")
         elif kind == 3:
             values[f"imported_{k}"] = shared[k % len(shared)]
         else:
@@ -443,8 +456,8 @@ def fresh_targets(world: ApplyWorld) -> list[types.FunctionType]:
     for index in range(APPLY_TARGETS):
         module = new_module(world.target_module(index))
         module.__dict__.update(filler_globals(module, APPLY_GLOBALS - 1))
-        function = copy_function(_target_template, module, "target_fn")
-        module.target_fn = function  # type: ignore[attr-defined]
+        function = copy_function(TARGET_CODE, module, "target_fn")
+        module.__dict__["target_fn"] = function
         originals.append(function)
     for module, name, index in world.aliases:
         setattr(module, name, originals[index])
@@ -454,7 +467,7 @@ def fresh_targets(world: ApplyWorld) -> list[types.FunctionType]:
 def check_propagated(world: ApplyWorld, originals: list[types.FunctionType], side: str) -> None:
     """Both sides must have patched every target and rebound every alias, or the race is off."""
     for index, original in enumerate(originals):
-        if sys.modules[world.target_module(index)].target_fn is original:  # type: ignore[attr-defined]
+        if sys.modules[world.target_module(index)].__dict__["target_fn"] is original:
             raise AssertionError(f"{side}: {world.target_path(index)} was not patched")
     stale = [f"{m.__name__}.{n}" for m, n, i in world.aliases if getattr(m, n) is originals[i]]
     if stale:
@@ -631,12 +644,13 @@ def table(results: Sequence[Result]) -> str:
 def summary(results: Sequence[Result]) -> str:
     """One line a reader (or a CI log grep) can take in at a glance."""
     budgeted = [r for r in results if r.budget is not None]
-    missed = [r for r in budgeted if r.verdict == "MISS"]
-    line = f"bench_hooks: {len(budgeted) - len(missed)}/{len(budgeted)} budgets met"
-    if missed:
-        line += "; MISS: " + "; ".join(
-            f"{r.name} {r.ratio:.3f} > {r.budget:.2f}" for r in missed
-        )
+    met = sum(r.verdict == "PASS" for r in budgeted)
+    line = f"bench_hooks: {met}/{len(budgeted)} budgets met"
+    for verdict, label in (("MISS~", "over by less than the noise"), ("MISS", "missed")):
+        missed = [r for r in budgeted if r.verdict == verdict]
+        if missed:
+            names = ", ".join(f"{r.name} {r.ratio:.3f} > {r.budget:.2f}" for r in missed)
+            line += f"; {len(missed)} {label} ({names})"
     return line
 
 
@@ -657,6 +671,11 @@ def write_json(path: Path, env: dict[str, Any], results: Sequence[Result], elaps
     rows = [{**asdict(r), "verdict": r.verdict} for r in results]
     data = {"environment": env, "elapsed_s": elapsed, "results": rows, "summary": summary(results)}
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def progress(step: str) -> None:
+    """Say on stderr what is being measured, so a half-minute run does not look hung."""
+    print(f"... {step}", file=sys.stderr, flush=True)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -687,15 +706,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cardcage.hooks benchmarks vs {wheel.name} ({ANCHOR_MEMBER})")
         print(f"python {env['python']} on {env['platform']}, {env['cpus']} CPUs\n", flush=True)
         results: list[Result] = []
+        progress("start-up: python -c ... (subprocesses)")
         results += measure_startup(anchor_file, scratch, settings)
+        progress("hook call overhead")
         results += measure_calls(anchor, settings)
+        progress(f"apply() with {APPLY_MODULES:,} synthetic modules")
         results.append(measure_apply(anchor, settings))
     elapsed = time.perf_counter() - started
     print(table(results))
     print(
         "\nvalue: cardcage (call overhead = hooked call - bare call, min of rounds); "
         "reference: SGLang or `python -c pass`.\nratio = value / reference; (25-75 %) is the "
-        "spread of the per-round ratio. Start-up runs use a private bytecode cache."
+        "spread of the per-round ratio. Start-up runs use a private bytecode cache.\n"
+        "MISS~ = over budget, but a quarter or more of the rounds met it (within noise)."
     )
     print(f"\n{summary(results)} ({elapsed:.0f} s)")
     if args.json:

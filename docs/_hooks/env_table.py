@@ -28,6 +28,7 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 MARKER = "<!-- cardcage:env-table -->"
+PLANNED_MARKER = "<!-- cardcage:env-planned -->"
 REQUIRED_MODULE = "cardcage.hooks.envs"
 # Registries of packages that DESIGN.md plans; each is skipped until its source exists.
 KNOWN_MODULES = (
@@ -36,6 +37,20 @@ KNOWN_MODULES = (
     "cardcage.shm.envs",
     "cardcage.diffusion.envs",
 )
+
+# Variables DESIGN.md names for packages that are not built yet: listed under PLANNED_MARKER only
+# while no registry declares them, so the page never shows a variable twice.
+PLANNED = {
+    "SGLANG_USE_CPU_ENGINE": (
+        "cardcage-core-platforms",
+        "`1` makes the SRT fallback chain pick the CPU platform.",
+    ),
+    "SGLANG_DIFFUSION_PLATFORM_OVERRIDE": (
+        "cardcage-diffusion-runtime",
+        "Diffusion: a built-in alias (`cpu`, `cuda`, `rocm`, `mps`, `npu`, `musa`; `xpu` is "
+        "automatic-only) or a platform entry-point name.",
+    ),
+}
 
 log = logging.getLogger("mkdocs.hooks.cardcage_env_table")
 _REPO = Path(__file__).resolve().parents[2]
@@ -109,14 +124,14 @@ def _default(value: object) -> str:
     return _code(repr(value))
 
 
-def render_table() -> str:
+def render_table(registries: list[Any]) -> str:
     """The Markdown table of every documented variable, registry by registry."""
     rows = [
         "| Variable | Kind | Default | Read by | Meaning |",
         "|---|---|---|---|---|",
     ]
     seen: dict[str, str] = {}
-    for registry in _registries():
+    for registry in registries:
         for var in registry:
             if var.name in seen:
                 raise PluginError(
@@ -130,7 +145,22 @@ def render_table() -> str:
     return "\n".join(rows)
 
 
+def render_planned(registries: list[Any]) -> str:
+    """The planned variables that no registry declares yet, or a sentence saying there are none."""
+    declared = {var.name for registry in registries for var in registry}
+    rows = [
+        f"| `{name}` | {package} | {meaning} |"
+        for name, (package, meaning) in PLANNED.items()
+        if name not in declared
+    ]
+    if not rows:
+        return "None: every variable that DESIGN.md names is declared in a registry above."
+    return "\n".join(["| Variable | Package (planned) | Meaning |", "|---|---|---|", *rows])
+
+
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    if MARKER not in markdown:
+    if MARKER not in markdown and PLANNED_MARKER not in markdown:
         return markdown
-    return markdown.replace(MARKER, render_table())
+    registries = _registries()
+    markdown = markdown.replace(MARKER, render_table(registries))
+    return markdown.replace(PLANNED_MARKER, render_planned(registries))

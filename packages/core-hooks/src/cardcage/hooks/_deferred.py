@@ -75,6 +75,9 @@ class ImportWatcher:
                     self._callbacks[name] = remaining
                 else:
                     del self._callbacks[name]
+            # Nothing left to wait for: leave sys.meta_path as it was before the first watch.
+            if not self._callbacks and self in sys.meta_path:
+                sys.meta_path.remove(self)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None

@@ -49,6 +49,11 @@ class Rebind:
         if self.module.__dict__.get(self.name, None) is self.replacement:
             setattr(self.module, self.name, self.original)
 
+    def redo(self) -> None:
+        # Only redo if the name still holds the original that undo() put back.
+        if self.module.__dict__.get(self.name, None) is self.original:
+            setattr(self.module, self.name, self.replacement)
+
 
 def _in_scope(module_name: str, scope: Sequence[str] | None) -> bool:
     if scope is None:

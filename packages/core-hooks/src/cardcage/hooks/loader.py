@@ -149,7 +149,10 @@ def resolve_platform_choice(
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name is None or not module_name.startswith(exc.name):
+            # Only the provider module (or a package above it) missing means "not installed";
+            # a missing dependency of an installed provider is an error, even if its name
+            # happens to prefix the provider's (``torch`` vs ``torch_vendor.selection``).
+            if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
                 raise
             logger.debug("Selection provider %s is not installed", profile.selection_provider)
         else:

@@ -16,6 +16,7 @@ until ``apply()``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import enum
@@ -177,6 +178,7 @@ class _Applied:
 
     __slots__ = (
         "attr",
+        "home",
         "installed",
         "original",
         "owner",
@@ -195,6 +197,7 @@ class _Applied:
         plain: Any,
         installed: Any,
         records: tuple[HookRecord, ...],
+        home: bool = True,
     ) -> None:
         self.owner = owner
         self.attr = attr
@@ -203,6 +206,7 @@ class _Applied:
         self.plain = plain  # the patched callable, before re-wrapping in a descriptor
         self.installed = installed  # what setattr put on the owner
         self.records = records
+        self.home = home  # the owner holds the original itself (not inherited, not re-exported)
         self.rebinds: list[Rebind] = []
 
     def undo(self, target: str) -> None:
@@ -219,6 +223,41 @@ class _Applied:
             delattr(self.owner, self.attr)
         else:
             setattr(self.owner, self.attr, self.previous)
+
+    def redo(self, target: str) -> bool:
+        """Install this patch again after ``undo()``; False if the attribute changed since."""
+        current = self.owner.__dict__.get(self.attr, _MISSING)
+        if current is not self.previous:
+            logger.warning(
+                "Not re-installing the patch of %s: it changed after cardcage restored it",
+                target,
+            )
+            return False
+        setattr(self.owner, self.attr, self.installed)
+        for rebind in self.rebinds:
+            rebind.redo()
+        return True
+
+
+class _GiveWay:
+    """A target must be applied before ``targets``, which reached the same original first.
+
+    The owner that holds an object (the defining module, the class whose ``__dict__`` has the
+    method) is patched before its aliases (re-exports, inheriting subclasses), so the aliases
+    build on its patch instead of the other way round.
+    """
+
+    __slots__ = ("key", "targets")
+
+    def __init__(self, key: int, targets: tuple[str, ...]) -> None:
+        self.key = key
+        self.targets = targets
+
+
+def _is_home(owner: Any, attr: str, original: Any) -> bool:
+    if isinstance(owner, type):
+        return attr in owner.__dict__
+    return getattr(original, "__module__", None) == getattr(owner, "__name__", None)
 
 
 def _lookup(owner: Any, attr: str, target: str) -> tuple[Any, str, Any]:
@@ -410,8 +449,10 @@ class BaseHookRegistry:
         """True once an ``apply()`` installed this exact callback object with this type."""
         with cls._lock:
             entry = cls._patched.get(target)
-            if entry is None or target in cls._stale:
+            if entry is None:
                 return False
+            # A target with late registrations (stale) still runs the hooks it was applied
+            # with; entry.records lists exactly those.
             return any(r.hook is callback and r.hook_type is hook_type for r in entry.records)
 
     # -- application ----------------------------------------------------------------------------
@@ -475,10 +516,13 @@ class BaseHookRegistry:
         pending: list[str] = []
         batch: dict[int, Replacement] = {}
         entries: dict[int, _Applied] = {}
-        for target in todo:
+        claims: dict[int, list[str]] = {}
+        queue = collections.deque(todo)
+        while queue:
+            target = queue.popleft()
             records = tuple(cls._hooks[target])
             try:
-                outcome = cls._apply_target(target, records, deferred, batch)
+                outcome = cls._apply_target(target, records, deferred, batch, claims)
             except Exception as exc:
                 failed[target] = exc
                 logger.exception(
@@ -489,11 +533,19 @@ class BaseHookRegistry:
                 pending.append(target)
                 cls._watch(target, outcome.module, scope)
                 continue
+            if isinstance(outcome, _GiveWay):
+                # Undo the aliases patched so far; apply this target, then them again.
+                for other in reversed(outcome.targets):
+                    cls._patched.pop(other).undo(other)
+                    applied.remove(other)
+                batch.pop(outcome.key, None)
+                entries.pop(outcome.key, None)
+                claims.pop(outcome.key, None)
+                queue.extendleft(reversed((target, *outcome.targets)))
+                continue
             cls._patched[target] = outcome
             applied.append(target)
-            logger.info(
-                "Applied %d hook(s) to %s (from: %s)", len(records), target, _sources(records)
-            )
+            claims.setdefault(id(outcome.original), []).append(target)
             if outcome.plain is not outcome.original and scope != ():
                 skip = frozenset(getattr(r.hook, "__module__", None) or "" for r in records)
                 owner_module = getattr(outcome.owner, "__name__", "")
@@ -501,6 +553,11 @@ class BaseHookRegistry:
                     skip = skip | {owner_module}
                 batch[id(outcome.original)] = Replacement(outcome.original, outcome.plain, skip)
                 entries[id(outcome.original)] = outcome
+        for target in applied:
+            records = cls._patched[target].records
+            logger.info(
+                "Applied %d hook(s) to %s (from: %s)", len(records), target, _sources(records)
+            )
         rebound = 0
         if batch:
             for rebind in propagate(batch, scope=scope):
@@ -515,15 +572,38 @@ class BaseHookRegistry:
         """Undo targets that got new (or lost) hooks so they are rebuilt from the original."""
         if not cls._stale:
             return
-        stale = set(cls._stale)
-        # Method targets resolved against a class that is being re-replaced must follow it.
-        for target in list(cls._patched):
-            if any(target.startswith(s + ".") or target.startswith(s + ":") for s in stale):
-                stale.add(target)
+        stale = cls._linked(cls._stale)
         for target in reversed(list(cls._patched)):
             if target in stale:
                 cls._patched.pop(target).undo(target)
         cls._stale.clear()
+
+    @classmethod
+    def _linked(cls, targets: set[str]) -> set[str]:
+        """``targets`` plus every patched target whose chain depends on one of them.
+
+        That is: method targets resolved through a re-replaced class, targets that reach the
+        same original (a re-export, an inherited method), and targets built on top of another
+        target's patch. They are undone and rebuilt together so the chains stay complete.
+        """
+        linked = set(targets)
+        grew = True
+        while grew:
+            grew = False
+            for target, entry in cls._patched.items():
+                if target in linked:
+                    continue
+                for name in list(linked):
+                    other = cls._patched.get(name)
+                    if (
+                        target.startswith((name + ".", name + ":"))
+                        or (other is not None and entry.original is other.original)
+                        or (other is not None and entry.original is other.plain)
+                    ):
+                        linked.add(target)
+                        grew = True
+                        break
+        return linked
 
     @classmethod
     def _apply_target(
@@ -532,7 +612,8 @@ class BaseHookRegistry:
         records: tuple[HookRecord, ...],
         deferred: bool,
         batch: Mapping[int, Replacement],
-    ) -> _Applied | NotYetImported:
+        claims: Mapping[int, Sequence[str]],
+    ) -> _Applied | NotYetImported | _GiveWay:
         path = parse_target(target)
         located = _locate(path, import_missing=not deferred)
         if isinstance(located, NotYetImported):
@@ -540,6 +621,10 @@ class BaseHookRegistry:
         owner = located.owner
         attr = path.attr
         raw, kind, original = _lookup(owner, attr, target)
+        home = _is_home(owner, attr, original)
+        claimed = claims.get(id(original), ())
+        if kind != "class" and home and claimed and not any(cls._patched[t].home for t in claimed):
+            return _GiveWay(id(original), tuple(claimed))
         types_present = {r.hook_type for r in records}
         has_replace = HookType.REPLACE in types_present
 
@@ -618,11 +703,19 @@ class BaseHookRegistry:
                 )
             installed: Any = plain
         else:
-            # A target that is also the original of another target in this batch (a re-export)
-            # chains on top of that target's patch, as if propagation had already run.
+            # A module-level target that is also the original of another target in this batch
+            # (a re-export) chains on top of that target's patch, as if propagation had already
+            # run. Propagation never rebinds class attributes, so a class owner (a subclass
+            # inheriting the method another target hooks) does not chain: it would run a
+            # sibling's hooks.
             inner = original
             earlier = batch.get(id(original))
-            if earlier is not None and earlier.original is original:
+            if (
+                earlier is not None
+                and earlier.original is original
+                and not isinstance(owner, type)
+                and getattr(owner, "__name__", None) not in earlier.skip_modules
+            ):
                 inner = earlier.replacement
             is_async = inspect.iscoroutinefunction(original)
             if not is_async:
@@ -643,7 +736,7 @@ class BaseHookRegistry:
                 logger.debug("Preserved %s for %s", kind, target)
         previous = owner.__dict__.get(attr, _MISSING)
         setattr(owner, attr, installed)
-        return _Applied(owner, attr, previous, original, plain, installed, records)
+        return _Applied(owner, attr, previous, original, plain, installed, records, home)
 
     @classmethod
     def _watch(cls, target: str, module: str, scope: tuple[str, ...] | None) -> None:
@@ -720,8 +813,12 @@ class BaseHookRegistry:
                 for name in list(cls._pending):
                     if name not in saved_hooks:
                         del cls._pending[name]
-                # Targets rebuilt inside the block were undone above; with their saved
-                # registrations back, the next apply() installs them again.
+                # Patches undone inside the block (rebuilt, unapplied or reset) go back in.
+                restored: dict[str, _Applied] = {}
+                for name, entry in saved_patched.items():
+                    if cls._patched.get(name) is entry or entry.redo(name):
+                        restored[name] = entry
+                cls._patched = restored
                 cls._hooks = saved_hooks
                 cls._stale = {t for t in saved_stale if t in cls._patched}
 

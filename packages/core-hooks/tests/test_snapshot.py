@@ -1,0 +1,343 @@
+"""The entry-point snapshot (one scan per process) and the cost of ``import cardcage.hooks``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+import pytest
+
+import cardcage.hooks
+from cardcage.hooks import snapshot
+from cardcage.hooks.loader import LoadedPlugin, load_plugins, load_plugins_by_group
+from cardcage.hooks.snapshot import (
+    EntryPointSnapshot,
+    PluginEntryPoint,
+    entry_point_snapshot,
+    install_snapshot,
+)
+
+if TYPE_CHECKING:
+    from dist_support import DistFactory
+
+    from cardcage.hooks.profile import RuntimeProfile
+    from cardcage.hooks.registry import BaseHookRegistry
+
+pytest_plugins = ["dist_support"]
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch, snapshot_guard: None) -> list[int]:
+    """Forget the process-wide snapshot and count the real scans made from now on."""
+    del snapshot_guard
+    calls: list[int] = []
+    real_scan = snapshot.scan
+
+    def counting_scan() -> EntryPointSnapshot:
+        calls.append(1)
+        return real_scan()
+
+    monkeypatch.setattr(snapshot, "scan", counting_scan)
+    monkeypatch.setattr(snapshot, "_snapshot", None)
+    return calls
+
+
+def _entries(found: tuple[PluginEntryPoint, ...]) -> list[tuple[str, str | None, str]]:
+    return [(ep.name, ep.dist_name, ep.dist.version if ep.dist is not None else "") for ep in found]
+
+
+# -- one scan per process -----------------------------------------------------------------------
+
+
+def test_group_lookups_share_one_scan(scans: list[int]) -> None:
+    entry_point_snapshot().group("console_scripts")
+    entry_point_snapshot().group("no.such.group")
+
+    assert scans == [1]
+
+
+def test_a_whole_load_plugins_run_scans_once(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    scans: list[int],
+) -> None:
+    dists.add("vendor-a", platforms={"a": None}, plugins={"a_general": None}, refresh=False)
+    dists.select("a")
+    dists.allow("a_general")
+
+    load_plugins(plugin_profile, plugin_registry)
+    load_plugins_by_group(plugin_profile.plugin_group, profile=plugin_profile)
+
+    assert (scans, dists.events("register")) == ([1], ["a_general"])
+
+
+def test_the_snapshot_does_not_see_a_distribution_installed_after_the_scan(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    entry_point_snapshot()
+    dists.add("late-dist", plugins={"late": None}, refresh=False)
+
+    assert entry_point_snapshot().group(plugin_profile.plugin_group) == ()
+
+
+def test_refresh_sees_a_newly_written_distribution(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    entry_point_snapshot()
+    dists.add("late-dist", plugins={"late": None}, refresh=False)
+
+    snapshot.refresh()
+
+    found = entry_point_snapshot().group(plugin_profile.plugin_group)
+    assert [(ep.name, ep.dist_name) for ep in found] == [("late", "late-dist")]
+
+
+# -- what group() returns ---------------------------------------------------------------------
+
+
+def test_group_lists_entries_in_sys_path_order_then_file_order(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    early, late = dists.site(), dists.site()  # ``late`` is prepended last: searched first
+    dists.add("alpha-dist", plugins={"a1": None}, site=early, refresh=False)
+    dists.add("zeta-dist", plugins={"z2": None, "z1": None}, site=late, refresh=False)
+
+    found = dists.refresh().group(plugin_profile.plugin_group)
+
+    assert [ep.name for ep in found] == ["z2", "z1", "a1"]
+
+
+def test_group_entries_carry_distribution_name_and_version_from_metadata(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dists.add("Zeta.Dist", version="2.5.post1", plugins={"z": None})
+
+    [entry] = entry_point_snapshot().group(plugin_profile.plugin_group)
+
+    assert (entry.dist_name, entry.dist and entry.dist.version) == ("Zeta.Dist", "2.5.post1")
+
+
+def test_group_entries_carry_their_group_and_value(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dist = dists.add("dist-a", plugins={"alpha": None})
+
+    [entry] = entry_point_snapshot().group(plugin_profile.plugin_group)
+
+    assert (entry.group, entry.value, entry.module) == (
+        plugin_profile.plugin_group,
+        f"{dist.module('alpha')}:register",
+        dist.module("alpha"),
+    )
+
+
+def test_the_snapshot_lists_the_groups_it_saw(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dists.add("vendor-a", platforms={"a": None}, plugins={"a_general": None})
+
+    groups = entry_point_snapshot().groups()
+
+    assert {plugin_profile.platform_group, plugin_profile.plugin_group} <= set(groups)
+
+
+def test_a_distribution_on_two_path_entries_counts_once_first_wins(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    early, late = dists.site(), dists.site()
+    dists.add("dup-dist", version="2.0", plugins={"shadowed": None}, site=early, refresh=False)
+    dists.add("Dup_Dist", version="1.0", plugins={"winner": None}, site=late, refresh=False)
+
+    found = dists.refresh().group(plugin_profile.plugin_group)
+
+    assert _entries(found) == [("winner", "Dup_Dist", "1.0")]
+
+
+# -- loading entry-point values -----------------------------------------------------------------
+
+_TARGETS = """\
+class Outer:
+    class Inner:
+        @staticmethod
+        def hello():
+            return "hello"
+
+
+def top():
+    return "top"
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("{m}:top", "top"),
+        ("{m}:Outer.Inner.hello", "hello"),
+        ("{m}:Outer.Inner.hello [extra]", "hello"),
+        ("{m}:top[x,y]", "top"),
+        ("{m} : top", "top"),
+    ],
+    ids=["attr", "nested-attrs", "extras", "extras-no-space", "spaced-colon"],
+)
+def test_entry_point_values_load_the_object_they_name(
+    dists: DistFactory, plugin_profile: RuntimeProfile, value: str, expected: str
+) -> None:
+    module = dists.module_name("targets")
+    dists.add(
+        "dist-a",
+        entry_points={plugin_profile.plugin_group: {"ep": value.format(m=module)}},
+        modules={module: _TARGETS},
+    )
+    [entry] = entry_point_snapshot().group(plugin_profile.plugin_group)
+
+    loaded = entry.load()
+
+    assert callable(loaded)
+    assert loaded() == expected
+
+
+def test_an_entry_point_value_without_attribute_loads_the_module(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    module = dists.module_name("targets")
+    dists.add(
+        "dist-a",
+        entry_points={plugin_profile.plugin_group: {"ep": module}},
+        modules={module: _TARGETS},
+    )
+    [entry] = entry_point_snapshot().group(plugin_profile.plugin_group)
+
+    assert entry.load() is importlib.import_module(module)
+
+
+def test_comment_lines_in_entry_points_txt_are_ignored(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dist = dists.add("dist-a", plugins={"alpha": None})
+    text = (dist.dist_info / "entry_points.txt").read_text(encoding="utf-8")
+    group_line = f"[{plugin_profile.plugin_group}]\n"
+    comments = group_line + "# hashed = x:y\n; semi = x:y\n"
+    (dist.dist_info / "entry_points.txt").write_text(
+        text.replace(group_line, comments), encoding="utf-8"
+    )
+
+    found = dists.refresh().group(plugin_profile.plugin_group)
+
+    assert [ep.name for ep in found] == ["alpha"]
+
+
+def test_entry_point_lines_before_any_group_header_are_ignored(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dist = dists.add("dist-a", plugins={"alpha": None})
+    text = (dist.dist_info / "entry_points.txt").read_text(encoding="utf-8")
+    orphan = f"orphan = {dist.module('alpha')}:register\n"
+    (dist.dist_info / "entry_points.txt").write_text(orphan + text, encoding="utf-8")
+
+    scanned = dists.refresh()
+
+    everywhere = [ep.name for group in scanned.groups() for ep in scanned.group(group)]
+    assert "orphan" not in everywhere
+
+
+def test_the_snapshot_agrees_with_importlib_metadata(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dists.add("vendor-a", platforms={"a": None}, plugins={"a1": None, "a2": None})
+    dists.add("neutral", plugins={"n1": None})
+
+    ours = entry_point_snapshot().group(plugin_profile.plugin_group)
+
+    theirs = metadata.entry_points(group=plugin_profile.plugin_group)
+    assert sorted((ep.name, ep.value, ep.dist_name) for ep in ours) == sorted(
+        (ep.name, ep.value, ep.dist.name if ep.dist else None) for ep in theirs
+    )
+
+
+# -- handing the snapshot to a spawned worker ------------------------------------------------
+
+
+def test_the_snapshot_pickles_with_names_and_versions_resolved(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dist = dists.add("Vendor.A", version="3.1", platforms={"a": None}, plugins={"p": None})
+    data = pickle.dumps(entry_point_snapshot())
+    shutil.rmtree(dist.dist_info)  # the worker must not need the metadata files
+
+    restored = pickle.loads(data)
+
+    assert _entries(restored.group(plugin_profile.platform_group)) == [("a", "Vendor.A", "3.1")]
+    assert _entries(restored.group(plugin_profile.plugin_group)) == [("p", "Vendor.A", "3.1")]
+
+
+def test_an_unpickled_entry_point_still_loads(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dist = dists.add("dist-a", plugins={"alpha": None})
+
+    [entry] = pickle.loads(pickle.dumps(entry_point_snapshot())).group(plugin_profile.plugin_group)
+
+    assert entry.load() is dist.loaded("alpha").register
+
+
+def test_install_snapshot_makes_lookups_use_the_given_snapshot(
+    plugin_profile: RuntimeProfile, snapshot_guard: None, scans: list[int]
+) -> None:
+    given = EntryPointSnapshot([PluginEntryPoint("cwd", "os:getcwd", "worker.group", None)])
+
+    install_snapshot(given)
+
+    assert entry_point_snapshot() is given
+    assert load_plugins_by_group("worker.group", profile=plugin_profile) == {
+        "cwd": LoadedPlugin(os.getcwd, None)
+    }
+    assert scans == []
+
+
+# -- import cost ----------------------------------------------------------------------------
+
+_HEAVY = ("importlib.metadata", "logging", "typing", "torch", "numpy", "zmq")
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}; import sys; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(out.split())
+
+
+def test_importing_cardcage_hooks_loads_none_of_the_heavy_modules() -> None:
+    baseline = _modules_after("pass")  # what the interpreter (site, .pth files) loads anyway
+
+    loaded = _modules_after("import cardcage.hooks")
+
+    assert "cardcage.hooks" in loaded
+    assert sorted((loaded - baseline) & set(_HEAVY)) == []
+
+
+def test_importing_the_snapshot_module_defers_importlib_metadata() -> None:
+    loaded = _modules_after("import cardcage.hooks.snapshot")
+
+    assert "cardcage.hooks.snapshot" in loaded
+    assert "importlib.metadata" not in loaded
+
+
+def test_every_public_name_resolves_lazily_from_the_package() -> None:
+    missing = [name for name in cardcage.hooks.__all__ if not hasattr(cardcage.hooks, name)]
+
+    assert missing == []
+
+
+def test_an_unknown_package_attribute_raises_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        cardcage.hooks.nope

@@ -1,0 +1,203 @@
+"""Device identity and device operations: the part of a platform that talks to hardware.
+
+This is the seed's ``sglang.srt.platforms.device_mixin``. A vendor writes
+``MyDeviceMixin(DeviceMixin)`` with ``_enum = PlatformEnum.OOT``, a ``device_name`` and a
+``device_type``, and overrides the operations its hardware supports. Methods marked Active are
+called by the runtime through ``current_platform``; Planned ones are reserved (the runtime still
+calls torch directly), so their defaults only matter to code that opts in.
+
+Import-safe: no torch, numpy or runtime import at module scope; ``seed_everything`` and
+``inference_mode`` import what they need when called.
+"""
+
+from __future__ import annotations
+
+import enum
+import platform as _platform
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+__all__ = ["CpuArchEnum", "DeviceCapability", "DeviceMixin", "PlatformEnum"]
+
+
+class PlatformEnum(enum.Enum):
+    """Which family a platform belongs to; every external platform is ``OOT``."""
+
+    CUDA = enum.auto()
+    ROCM = enum.auto()
+    CPU = enum.auto()
+    XPU = enum.auto()
+    MUSA = enum.auto()
+    NPU = enum.auto()
+    TPU = enum.auto()
+    MPS = enum.auto()
+    OOT = enum.auto()
+    UNSPECIFIED = enum.auto()
+
+
+class CpuArchEnum(enum.Enum):
+    X86 = enum.auto()
+    ARM = enum.auto()
+    UNSPECIFIED = enum.auto()
+
+
+_X86 = frozenset({"x86_64", "amd64", "i386", "i686"})
+_ARM = frozenset({"arm64", "aarch64"})
+
+
+class DeviceCapability(NamedTuple):
+    """A compute capability such as (9, 0); compares as a tuple: ``cap >= (8, 9)``."""
+
+    major: int
+    minor: int
+
+    def as_version_str(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def to_int(self) -> int:
+        """``major * 10 + minor``; the encoding only works for a one-digit minor."""
+        if not 0 <= self.minor < 10:
+            raise ValueError(
+                f"DeviceCapability{tuple(self)}: to_int() needs 0 <= minor < 10, got {self.minor}"
+            )
+        return self.major * 10 + self.minor
+
+
+class DeviceMixin:
+    """Identity predicates and device operations with the seed's defaults.
+
+    All operations are instance methods called through the ``current_platform`` singleton,
+    except ``inference_mode``, ``seed_everything`` and ``get_cpu_architecture`` (classmethods).
+    """
+
+    _enum: PlatformEnum = PlatformEnum.UNSPECIFIED
+    device_name: str = "unknown"
+    device_type: str = "cpu"
+
+    # -- identity ---------------------------------------------------------------------------
+    def is_cuda(self) -> bool:
+        return self._enum is PlatformEnum.CUDA
+
+    def is_rocm(self) -> bool:
+        return self._enum is PlatformEnum.ROCM
+
+    def is_cpu(self) -> bool:
+        return self._enum is PlatformEnum.CPU
+
+    def is_xpu(self) -> bool:
+        return self._enum is PlatformEnum.XPU
+
+    def is_musa(self) -> bool:
+        return self._enum is PlatformEnum.MUSA
+
+    def is_npu(self) -> bool:
+        return self._enum is PlatformEnum.NPU
+
+    def is_tpu(self) -> bool:
+        return self._enum is PlatformEnum.TPU
+
+    def is_mps(self) -> bool:
+        return self._enum is PlatformEnum.MPS
+
+    def is_cuda_alike(self) -> bool:
+        """True for platforms with a CUDA-like API: CUDA, ROCm and MUSA."""
+        return self._enum in (PlatformEnum.CUDA, PlatformEnum.ROCM, PlatformEnum.MUSA)
+
+    def is_out_of_tree(self) -> bool:
+        return self._enum is PlatformEnum.OOT
+
+    # -- Active device operations -------------------------------------------------------------
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        """[Active] Total memory of the device, in bytes."""
+        raise NotImplementedError
+
+    def get_current_memory_usage(self, device: Any = None) -> float:
+        """[Active] Peak memory in use on the device, in bytes."""
+        raise NotImplementedError
+
+    def is_pin_memory_available(self, device: Any = None) -> bool:
+        """[Active] Whether pinned host memory can be used with the device."""
+        return False
+
+    # -- Planned device operations ------------------------------------------------------------
+    def get_device(self, local_rank: int) -> Any:
+        """[Planned] The ``torch.device`` for a local rank."""
+        raise NotImplementedError
+
+    def set_device(self, device: Any) -> None:
+        """[Planned] Make ``device`` the current device."""
+        raise NotImplementedError
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        """[Planned] A human-readable device name."""
+        raise NotImplementedError
+
+    def get_device_uuid(self, device_id: int = 0) -> str:
+        """[Planned] A unique identifier of the device."""
+        raise NotImplementedError
+
+    def get_device_capability(self, device_id: int = 0) -> DeviceCapability | None:
+        """[Planned] The compute capability, or None where the notion does not apply."""
+        raise NotImplementedError
+
+    def get_available_memory(self, device_id: int = 0) -> tuple[int, int]:
+        """[Planned] ``(free_bytes, total_bytes)``."""
+        raise NotImplementedError
+
+    def get_torch_distributed_backend_str(self) -> str:
+        """[Planned] The torch.distributed backend ("nccl", "gloo", "hccl", ...)."""
+        raise NotImplementedError
+
+    def empty_cache(self) -> None:
+        """[Planned] Release cached device memory; nothing to do by default."""
+
+    def synchronize(self) -> None:
+        """[Planned] Wait for queued device work; nothing to do by default."""
+
+    def get_communicator_class(self) -> type | None:
+        """[Planned] A platform-specific communicator class; None means the default."""
+        return None
+
+    def verify_quantization(self, quant: str) -> None:
+        """[Planned] Raise if the device cannot run quantization ``quant``; accepts all here."""
+
+    @classmethod
+    def inference_mode(cls) -> AbstractContextManager[Any]:
+        """[Planned] The context manager model execution runs under."""
+        from ._torch import require_torch
+
+        torch = require_torch("inference_mode()")
+        return torch.inference_mode(True)  # type: ignore[no-any-return]
+
+    @classmethod
+    def seed_everything(cls, seed: int | None = None) -> None:
+        """[Planned] Seed ``random`` and, where installed, numpy and torch; None does nothing."""
+        if seed is None:
+            return
+        import importlib.util
+        import random
+
+        random.seed(seed)
+        if importlib.util.find_spec("numpy") is not None:
+            import numpy
+
+            numpy.random.seed(seed)
+        if importlib.util.find_spec("torch") is not None:
+            import torch
+
+            torch.manual_seed(seed)
+
+    @classmethod
+    def get_cpu_architecture(cls) -> CpuArchEnum:
+        """[Planned] x86 or ARM, from ``platform.machine()``."""
+        machine = _platform.machine().lower()
+        if machine in _X86:
+            return CpuArchEnum.X86
+        if machine in _ARM:
+            return CpuArchEnum.ARM
+        return CpuArchEnum.UNSPECIFIED
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device={self.device_name})"

@@ -1,0 +1,22 @@
+"""Environment variables read by cardcage-core-platforms (typed, strict; see `cardcage env`)."""
+
+from __future__ import annotations
+
+from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool
+
+__all__ = ["ENV_VARS", "SGLANG_USE_CPU_ENGINE"]
+
+ENV_VARS = EnvRegistry("cardcage-core-platforms")
+
+SGLANG_USE_CPU_ENGINE: EnvVar[bool] = ENV_VARS.add(
+    EnvVar(
+        name="SGLANG_USE_CPU_ENGINE",
+        default=False,
+        parser=parse_bool,
+        kind="boolean",
+        description=(
+            "When true and no platform plugin activates, the SRT fallback chain picks the CPU "
+            "platform (on x86 and ARM hosts) before probing for accelerators."
+        ),
+    )
+)

@@ -1,0 +1,106 @@
+"""Errors of platform selection; all derive from ``cardcage.hooks.errors.CardcageError``.
+
+Each also subclasses the builtin SGLang raises in the same place (``RuntimeError`` for selection
+failures, ``TypeError`` for a bad platform class), carries the fields ``cardcage platform`` shows,
+and says what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cardcage.hooks.errors import CardcageError, PluginError
+
+__all__ = [
+    "InvalidPlatformClassError",
+    "MultiplePlatformsError",
+    "PlatformActivationError",
+    "PlatformError",
+    "PlatformNotFoundError",
+    "PlatformReentrancyError",
+    "PlatformUnavailableError",
+    "ReservedPlatformNameError",
+    "TorchNotInstalledError",
+]
+
+
+class PlatformError(PluginError):
+    """Base of every platform-selection error."""
+
+
+class PlatformNotFoundError(PlatformError, RuntimeError):
+    """The selector names no installed platform entry point and no built-in alias."""
+
+    def __init__(
+        self,
+        selector_env: str,
+        selected: str,
+        available: Sequence[tuple[str, str | None]],
+        *,
+        group: str,
+        suggestion: str | None = None,
+    ) -> None:
+        self.selected = selected
+        self.available = tuple(available)
+        listed = ", ".join(
+            f"{name!r} ({dist})" if dist else repr(name) for name, dist in sorted(self.available)
+        )
+        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+        super().__init__(
+            f"{selector_env}={selected!r} not found in discovered platform plugins "
+            f"(available: {listed or 'none'}).{hint} Install the distribution that provides it "
+            f"(pip install <distribution>), or set {selector_env} to one of the available names.",
+            group=group,
+            plugin=selected,
+        )
+
+
+class PlatformUnavailableError(PlatformError, RuntimeError):
+    """The explicitly selected platform is installed but its hardware is not present."""
+
+
+class PlatformActivationError(PlatformError, RuntimeError):
+    """A platform plugin's ``activate()`` raised, or returned something other than str/None.
+
+    Startup aborts: falling back to a built-in would run work on the wrong hardware.
+    """
+
+
+class MultiplePlatformsError(PlatformError, RuntimeError):
+    """More than one platform plugin activated and no selector chose between them."""
+
+    def __init__(
+        self, selector_env: str, activated: Sequence[tuple[str, str | None]], *, group: str
+    ) -> None:
+        self.candidates = tuple(activated)
+        names = ", ".join(
+            f"{name!r} ({dist})" if dist else repr(name) for name, dist in self.candidates
+        )
+        choices = ", ".join(repr(name) for name, _ in self.candidates)
+        super().__init__(
+            f"Multiple platform plugins activated: {names}. Set {selector_env} to select one "
+            f"(one of: {choices}), or uninstall the distributions you do not need.",
+            group=group,
+        )
+
+
+class ReservedPlatformNameError(PlatformError, RuntimeError):
+    """A platform entry point uses a built-in alias (cpu, cuda, rocm, xpu) as its name."""
+
+
+class InvalidPlatformClassError(PlatformError, TypeError):
+    """``activate()`` named something that is not a usable platform class."""
+
+
+class PlatformReentrancyError(PlatformError, RuntimeError):
+    """``current_platform`` was touched while the platform was being resolved."""
+
+
+class TorchNotInstalledError(CardcageError, ImportError):
+    """A built-in platform operation needs torch, which is not installed."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(
+            f"{operation} needs PyTorch, which is not installed. Install it with "
+            "pip install 'cardcage-core-platforms[torch]' (or a torch build for your hardware)."
+        )

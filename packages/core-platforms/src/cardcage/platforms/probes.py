@@ -1,0 +1,99 @@
+"""Hardware probes for the built-in fallback chain: cheap, fork-safe and injectable.
+
+A probe answers "could this built-in platform run here?" without creating a device context (a
+CUDA context in the parent breaks every forked worker) and without importing torch unless the
+kernel shows the matching driver: on a machine with no accelerator, selecting a platform costs a
+few ``stat`` calls. Tests and embedders pass their own ``HardwareProbes`` to exercise any chain
+on any machine.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import platform as _platform
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .envs import SGLANG_USE_CPU_ENGINE
+
+__all__ = ["DEFAULT_PROBES", "HardwareProbes"]
+
+_CPU_ENGINE_ARCHES = frozenset({"x86_64", "amd64", "i386", "i686", "arm64", "aarch64"})
+_INTEL_VENDOR = "0x8086"
+
+
+def _torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def _nvidia_driver_present() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
+def _amd_driver_present() -> bool:
+    return os.path.exists("/dev/kfd")
+
+
+def _intel_gpu_present() -> bool:
+    for vendor_file in glob.glob("/sys/class/drm/renderD*/device/vendor"):
+        try:
+            with open(vendor_file, encoding="ascii") as handle:
+                if handle.read().strip().lower() == _INTEL_VENDOR:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _torch_cuda(expect_hip: bool) -> bool:
+    import torch
+
+    # NVML-based availability does not initialise the CUDA runtime, so forking stays safe.
+    previous = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        available = bool(torch.cuda.is_available())
+    finally:
+        if previous is None:
+            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = previous
+    is_hip = getattr(torch.version, "hip", None) is not None
+    return available and is_hip == expect_hip
+
+
+def cpu_engine_requested() -> bool:
+    """``SGLANG_USE_CPU_ENGINE`` is true and the host is x86 or ARM."""
+    return SGLANG_USE_CPU_ENGINE.get() and _platform.machine().lower() in _CPU_ENGINE_ARCHES
+
+
+def cuda_available() -> bool:
+    return _nvidia_driver_present() and _torch_installed() and _torch_cuda(expect_hip=False)
+
+
+def rocm_available() -> bool:
+    return _amd_driver_present() and _torch_installed() and _torch_cuda(expect_hip=True)
+
+
+def xpu_available() -> bool:
+    if not (_intel_gpu_present() and _torch_installed()):
+        return False
+    import torch
+
+    xpu = getattr(torch, "xpu", None)
+    return bool(xpu is not None and xpu.is_available())
+
+
+@dataclass(frozen=True)
+class HardwareProbes:
+    """One zero-argument callable per built-in platform of the SRT fallback chain."""
+
+    cpu_engine_requested: Callable[[], bool] = cpu_engine_requested
+    cuda: Callable[[], bool] = cuda_available
+    rocm: Callable[[], bool] = rocm_available
+    xpu: Callable[[], bool] = xpu_available
+
+
+DEFAULT_PROBES = HardwareProbes()

@@ -1,0 +1,457 @@
+"""The platform selection engine: one engine, configured per runtime by a ``SelectionPolicy``.
+
+The SRT chain (and, later, the diffusion chain) is data: the entry-point group and selector
+variable come from the runtime profile, the built-in platforms and their probes from the policy.
+The engine:
+
+1. validates entry-point names before loading anything: a name provided by two distributions,
+   or one that collides with a built-in alias, is an error;
+2. explicit mode (selector set): a built-in alias selects that built-in (SRT checks its hardware);
+   any other name loads and activates that one entry point only — not found, None, or an
+   exception are errors naming the plugin and its distribution;
+3. automatic mode: every platform entry point that passes the allowlist is activated, in
+   (distribution, name) order; an exception aborts (never a silent fallback to a built-in that
+   would run the work on the wrong hardware); two or more → error; none → the built-in chain;
+4. validates the class before anything is published: a subclass of the runtime's base, and for
+   external platforms ``_enum = OOT`` with a real ``device_name`` and ``device_type``.
+
+Everything it saw goes into a ``SelectionRecord`` for ``cardcage platform``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import pkgutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from cardcage.hooks._log import get_logger
+from cardcage.hooks.errors import DuplicatePluginError
+from cardcage.hooks.loader import read_allowlist
+from cardcage.hooks.profile import RuntimeProfile
+from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
+
+from .device_mixin import PlatformEnum
+from .errors import (
+    InvalidPlatformClassError,
+    MultiplePlatformsError,
+    PlatformActivationError,
+    PlatformNotFoundError,
+    PlatformUnavailableError,
+    ReservedPlatformNameError,
+)
+
+__all__ = [
+    "BuiltinPlatform",
+    "Candidate",
+    "SelectionPolicy",
+    "SelectionRecord",
+    "activating_plugin",
+    "select_platform",
+]
+
+logger = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class BuiltinPlatform:
+    """A platform that ships with the runtime, with the probes that decide if it can run."""
+
+    alias: str
+    qualname: str
+    auto_probe: Callable[[], bool]
+    explicit_probe: Callable[[], bool] | None = None  # None: explicit selection skips probing
+    explicit_allowed: bool = True
+    requirement: str = ""  # what the probe looks for, shown when it does not match
+
+
+@dataclass(frozen=True)
+class SelectionPolicy:
+    """How one runtime selects its platform."""
+
+    profile: RuntimeProfile
+    base_class: type
+    builtins: tuple[BuiltinPlatform, ...]  # in fallback order
+    default_qualname: str | None  # used when no built-in probe matches
+    allowlist_filters_automatic: bool = True
+
+    def aliases(self) -> dict[str, BuiltinPlatform]:
+        return {b.alias: b for b in self.builtins}
+
+
+@dataclass
+class Candidate:
+    """One platform candidate and what happened to it."""
+
+    name: str
+    kind: str  # "entry-point" or "built-in"
+    outcome: str  # selected | activated | declined | not-allowed | not-loaded | unavailable
+    dist_name: str | None = None
+    dist_version: str | None = None
+    value: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class SelectionRecord:
+    """Why this process runs on the platform it runs on."""
+
+    runtime: str
+    mode: str  # "explicit" or "automatic"
+    selector_env: str
+    selector: str
+    qualname: str = ""
+    plugin_name: str | None = None
+    dist_name: str | None = None
+    dist_version: str | None = None
+    builtin: str | None = None
+    reason: str = ""
+    candidates: list[Candidate] = field(default_factory=list)
+    first_access_stack: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runtime": self.runtime,
+            "mode": self.mode,
+            "selector_env": self.selector_env,
+            "selector": self.selector,
+            "platform": self.qualname,
+            "plugin": self.plugin_name,
+            "distribution": self.dist_name,
+            "version": self.dist_version,
+            "builtin": self.builtin,
+            "reason": self.reason,
+            "candidates": [c.__dict__.copy() for c in self.candidates],
+            "first_access_stack": self.first_access_stack,
+        }
+
+
+_activating = threading.local()
+
+
+def activating_plugin() -> PluginEntryPoint | None:
+    """The platform entry point whose ``activate()`` this thread is running, if any."""
+    return getattr(_activating, "entry_point", None)
+
+
+@contextmanager
+def _activating_context(ep: PluginEntryPoint) -> Iterator[None]:
+    previous = activating_plugin()
+    _activating.entry_point = ep
+    try:
+        yield
+    finally:
+        _activating.entry_point = previous
+
+
+def _who(ep: PluginEntryPoint) -> str:
+    return f"{ep.name!r} ({ep.dist_name})" if ep.dist_name else repr(ep.name)
+
+
+def _validate_names(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) -> None:
+    group = policy.profile.platform_group
+    by_name: dict[str, list[PluginEntryPoint]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    aliases = policy.aliases()
+    for name in sorted(by_name):
+        found = by_name[name]
+        if len(found) > 1:
+            raise DuplicatePluginError(group, name, [ep.dist_name for ep in found])
+        if name in aliases:
+            ep = found[0]
+            raise ReservedPlatformNameError(
+                f"Platform entry point {_who(ep)} in group {group!r} uses the built-in name "
+                f"{name!r}, which is reserved for the in-tree platform. Rename the entry point "
+                f"in {ep.dist_name or 'its distribution'}'s pyproject.toml (reserved: "
+                f"{', '.join(sorted(aliases))}).",
+                group=group,
+                plugin=name,
+                distribution=ep.dist_name,
+            )
+
+
+def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
+    """Load one platform entry point and call its ``activate()``; errors name the plugin."""
+    group = policy.profile.platform_group
+    try:
+        with _activating_context(ep):
+            callback = ep.load()
+            result = callback()  # type: ignore[operator]
+    except Exception as exc:
+        raise PlatformActivationError(
+            f"Platform plugin {_who(ep)} failed to activate: {type(exc).__name__}: {exc}. "
+            "Startup stops here rather than fall back to a built-in platform, which would run "
+            f"the work on the wrong hardware. Fix or uninstall {ep.dist_name or ep.value}, or "
+            f"select another platform with {policy.profile.selector_env}.",
+            group=group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        ) from exc
+    if result is None:
+        return None
+    if not isinstance(result, str) or not result.strip():
+        raise PlatformActivationError(
+            f"Platform plugin {_who(ep)}: activate() must return the platform class's qualified "
+            f"name as a non-empty str (e.g. 'my_plugin.platform:MyPlatform') or None, got "
+            f"{type(result).__name__} {result!r:.80}.",
+            group=group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        )
+    return result.strip()
+
+
+def _load_class(policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint | None) -> type:
+    group = policy.profile.platform_group
+    who = _who(ep) if ep is not None else "built-in"
+    try:
+        if ep is not None:
+            with _activating_context(ep):
+                obj = pkgutil.resolve_name(qualname)
+        else:
+            obj = pkgutil.resolve_name(qualname)
+    except Exception as exc:
+        raise InvalidPlatformClassError(
+            f"Platform plugin {who} named {qualname!r}, which cannot be imported: "
+            f"{type(exc).__name__}: {exc}.",
+            group=group,
+            plugin=ep.name if ep else None,
+            distribution=ep.dist_name if ep else None,
+        ) from exc
+    base = policy.base_class
+    if not isinstance(obj, type) or not issubclass(obj, base):
+        raise InvalidPlatformClassError(
+            f"Expected a {base.__name__} subclass, got {type(obj).__name__} {obj!r:.80}: "
+            f"{qualname} (from platform plugin {who}). activate() must name a class that "
+            f"subclasses {base.__module__}.{base.__qualname__}.",
+            group=group,
+            plugin=ep.name if ep else None,
+            distribution=ep.dist_name if ep else None,
+        )
+    if ep is not None:
+        problems = []
+        if getattr(obj, "_enum", None) is not PlatformEnum.OOT:
+            problems.append(f"_enum = PlatformEnum.OOT (it has {getattr(obj, '_enum', None)})")
+        for attr in ("device_name", "device_type"):
+            value = getattr(obj, attr, "")
+            if not isinstance(value, str) or not value or value == "unknown":
+                problems.append(f"a non-empty {attr} (it has {value!r})")
+        if problems:
+            raise InvalidPlatformClassError(
+                f"External platform class {qualname} (from {who}) must set "
+                + " and ".join(problems)
+                + ".",
+                group=group,
+                plugin=ep.name,
+                distribution=ep.dist_name,
+            )
+    return obj
+
+
+def _instantiate(policy: SelectionPolicy, cls: type, ep: PluginEntryPoint | None) -> Any:
+    try:
+        if ep is not None:
+            with _activating_context(ep):
+                return cls()
+        return cls()
+    except Exception as exc:
+        who = _who(ep) if ep is not None else "built-in"
+        raise PlatformActivationError(
+            f"Platform class {cls.__module__}.{cls.__qualname__} (from {who}) could not be "
+            f"constructed with no arguments: {type(exc).__name__}: {exc}.",
+            group=policy.profile.platform_group,
+            plugin=ep.name if ep else None,
+            distribution=ep.dist_name if ep else None,
+        ) from exc
+
+
+def _candidate(ep: PluginEntryPoint, outcome: str, detail: str = "") -> Candidate:
+    return Candidate(
+        name=ep.name,
+        kind="entry-point",
+        outcome=outcome,
+        dist_name=ep.dist_name,
+        dist_version=ep.dist.version if ep.dist else None,
+        value=ep.value,
+        detail=detail,
+    )
+
+
+def _suggest(selected: str, names: list[str]) -> str | None:
+    close = difflib.get_close_matches(selected, names, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def select_platform(
+    policy: SelectionPolicy, snapshot: EntryPointSnapshot | None = None
+) -> tuple[Any, SelectionRecord]:
+    """Run the selection chain once; return the platform instance and the record of why."""
+    profile = policy.profile
+    snap = snapshot or entry_point_snapshot()
+    eps = snap.group(profile.platform_group)
+    _validate_names(policy, eps)
+    selector = os.environ.get(profile.selector_env, "").strip()
+    aliases = policy.aliases()
+    record = SelectionRecord(
+        runtime=profile.name,
+        mode="explicit" if selector else "automatic",
+        selector_env=profile.selector_env,
+        selector=selector,
+    )
+    if selector:
+        return _select_explicit(policy, record, selector, eps, aliases)
+    return _select_automatic(policy, record, eps)
+
+
+def _select_explicit(
+    policy: SelectionPolicy,
+    record: SelectionRecord,
+    selector: str,
+    eps: tuple[PluginEntryPoint, ...],
+    aliases: dict[str, BuiltinPlatform],
+) -> tuple[Any, SelectionRecord]:
+    profile = policy.profile
+    builtin = aliases.get(selector)
+    if builtin is not None and builtin.explicit_allowed:
+        for ep in eps:
+            record.candidates.append(_candidate(ep, "not-loaded", f"{profile.selector_env} set"))
+        if builtin.explicit_probe is not None and not builtin.explicit_probe():
+            raise PlatformUnavailableError(
+                f"{profile.selector_env}={selector!r} selects an in-tree platform, but that "
+                "hardware is not available on this machine. Unset the variable to let cardcage "
+                "pick what is present, or run on a machine with that hardware.",
+                group=profile.platform_group,
+                plugin=selector,
+            )
+        cls = _load_class(policy, builtin.qualname, None)
+        record.builtin = selector
+        record.candidates.append(Candidate(selector, "built-in", "selected"))
+        record.reason = f"{profile.selector_env}={selector!r} selects the built-in platform"
+        return _publish(policy, record, cls, None)
+    matches = [ep for ep in eps if ep.name == selector]
+    for ep in eps:
+        if ep.name != selector:
+            record.candidates.append(_candidate(ep, "not-loaded", f"{profile.selector_env} set"))
+    if not matches:
+        names = sorted(
+            {ep.name for ep in eps} | {a for a, b in aliases.items() if b.explicit_allowed}
+        )
+        raise PlatformNotFoundError(
+            profile.selector_env,
+            selector,
+            [(ep.name, ep.dist_name) for ep in eps]
+            + [(a, None) for a, b in aliases.items() if b.explicit_allowed],
+            group=profile.platform_group,
+            suggestion=_suggest(selector, names),
+        )
+    ep = matches[0]
+    qualname = _activate(policy, ep)
+    if qualname is None:
+        record.candidates.append(_candidate(ep, "declined", "activate() returned None"))
+        raise PlatformUnavailableError(
+            f"Platform plugin {_who(ep)} is installed but activate() returned None (hardware "
+            f"not available on this machine?). Unset {profile.selector_env} to fall back to what "
+            "is present, or check the vendor's driver and runtime installation.",
+            group=profile.platform_group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        )
+    cls = _load_class(policy, qualname, ep)
+    record.candidates.append(_candidate(ep, "selected", f"activate() -> {qualname}"))
+    record.reason = f"{profile.selector_env}={selector!r} selects platform plugin {_who(ep)}"
+    return _publish(policy, record, cls, ep)
+
+
+def _select_automatic(
+    policy: SelectionPolicy, record: SelectionRecord, eps: tuple[PluginEntryPoint, ...]
+) -> tuple[Any, SelectionRecord]:
+    profile = policy.profile
+    allowed = read_allowlist(profile) if policy.allowlist_filters_automatic else None
+    activated: list[tuple[PluginEntryPoint, str]] = []
+    for ep in sorted(eps, key=lambda e: ((e.dist_name or "").lower(), e.name)):
+        if allowed is not None and ep.name not in allowed:
+            record.candidates.append(
+                _candidate(ep, "not-allowed", f"not in {profile.allowlist_env}")
+            )
+            continue
+        qualname = _activate(policy, ep)
+        if qualname is None:
+            record.candidates.append(_candidate(ep, "declined", "activate() returned None"))
+            continue
+        activated.append((ep, qualname))
+        record.candidates.append(_candidate(ep, "activated", f"activate() -> {qualname}"))
+    if len(activated) > 1:
+        raise MultiplePlatformsError(
+            profile.selector_env,
+            [(ep.name, ep.dist_name) for ep, _ in activated],
+            group=profile.platform_group,
+        )
+    if activated:
+        ep, qualname = activated[0]
+        cls = _load_class(policy, qualname, ep)
+        for candidate in record.candidates:
+            if candidate.name == ep.name and candidate.kind == "entry-point":
+                candidate.outcome = "selected"
+        record.reason = f"platform plugin {_who(ep)} is the only one that activated"
+        return _publish(policy, record, cls, ep)
+    for builtin in policy.builtins:
+        if builtin.auto_probe():
+            record.candidates.append(
+                Candidate(builtin.alias, "built-in", "selected", detail="detected")
+            )
+            cls = _load_class(policy, builtin.qualname, None)
+            record.builtin = builtin.alias
+            record.reason = (
+                "no platform plugin activated; the built-in "
+                f"{builtin.alias!r} platform's probe matched"
+            )
+            return _publish(policy, record, cls, None)
+        record.candidates.append(
+            Candidate(
+                builtin.alias,
+                "built-in",
+                "unavailable",
+                detail=f"not detected (needs {builtin.requirement or 'its hardware'})",
+            )
+        )
+    if policy.default_qualname is None:
+        raise PlatformUnavailableError(
+            "No platform plugin activated and no built-in platform is available.",
+            group=profile.platform_group,
+        )
+    cls = _load_class(policy, policy.default_qualname, None)
+    record.reason = (
+        "no platform plugin activated and no accelerator was detected; using the base "
+        f"{cls.__qualname__} (set SGLANG_USE_CPU_ENGINE=1 for the CPU platform)"
+    )
+    return _publish(policy, record, cls, None)
+
+
+def _publish(
+    policy: SelectionPolicy, record: SelectionRecord, cls: type, ep: PluginEntryPoint | None
+) -> tuple[Any, SelectionRecord]:
+    instance = _instantiate(policy, cls, ep)
+    record.qualname = f"{cls.__module__}.{cls.__qualname__}"
+    if ep is not None:
+        record.plugin_name = ep.name
+        record.dist_name = ep.dist_name
+        record.dist_version = ep.dist.version if ep.dist else None
+        logger.info(
+            "%s platform: %s from plugin %s (%s %s) — %s",
+            policy.profile.name.upper(),
+            record.qualname,
+            ep.name,
+            record.dist_name,
+            record.dist_version,
+            record.reason,
+        )
+    else:
+        logger.info(
+            "%s platform: %s — %s", policy.profile.name.upper(), record.qualname, record.reason
+        )
+    return instance, record
