@@ -33,6 +33,10 @@ MYPY = "mypy==2.4.1"
 HATCHLING = "hatchling==1.33.0"
 DOCS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings-python==2.0.11"]
 BUILD = ["build==1.6.1", "twine==7.0.0", HATCHLING]
+JSONSCHEMA = "jsonschema==4.26.0"
+# Always pinned: this version's CPU wheel lies on the project's machines; an unpinned torch would
+# pull a multi-GB CUDA build.
+TORCH = "torch==2.13.0"
 
 
 @functools.cache
@@ -92,6 +96,30 @@ def tests_core_hooks(session: nox.Session) -> None:
     session.run("pytest", "packages/core-hooks/tests", *session.posargs)
 
 
+@nox.session(name="tests-core-platforms", python=PYTHON)
+def tests_core_platforms(session: nox.Session) -> None:
+    """Unit tests of cardcage-core-platforms with only its declared dependencies (no torch)."""
+    session.install(
+        *build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "core-platforms"),
+        *PYTEST,
+        JSONSCHEMA,
+    )
+    assert_not_installed(session, "torch", "numpy", "zmq")
+    session.run("pytest", "packages/core-platforms/tests", *session.posargs)
+
+
+@nox.session(name="tests-core-platforms-torch", python=PYTHON)
+def tests_core_platforms_torch(session: nox.Session) -> None:
+    """The same tests with the CPU build of torch: the CPU built-in's device operations for real."""
+    session.install(
+        *build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "core-platforms"),
+        *PYTEST,
+        JSONSCHEMA,
+        TORCH,
+    )
+    session.run("pytest", "packages/core-platforms/tests", "-m", "torch", *session.posargs)
+
+
 @nox.session(name="scenario-general-plugins", python=PYTHON)
 def scenario_general_plugins(session: nox.Session) -> None:
     """core-hooks + fixture plugin distributions: discovery, allowlist, exclusion, failures."""
@@ -113,7 +141,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source (configured in the root pyproject.toml)."""
-    session.install(MYPY)
+    session.install(MYPY, *PYTEST)  # pytest: cardcage.hooks.testing provides a fixture
     session.run("mypy")
 
 

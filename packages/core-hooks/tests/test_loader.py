@@ -625,6 +625,45 @@ def test_deferred_mode_applies_hooks_without_importing_the_target(
     assert importlib.import_module(target).greet("x") == "HELLO X"
 
 
+def test_deferred_hook_of_the_selected_platform_that_cannot_apply_fails_the_import(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = _greeter(dists)
+    dists.add(
+        "vendor-a",
+        platforms={"a": None},
+        plugins={"a_general": _shout(target, attr="no_such_function")},
+    )
+    dists.select("a")
+    monkeypatch.setenv("CARDCAGE_DEFERRED_HOOKS", "1")
+
+    load_plugins(plugin_profile, plugin_registry)  # nothing imported yet, nothing failed yet
+
+    with pytest.raises(PluginLoadError, match=r"vendor-a") as info:
+        importlib.import_module(target)
+    assert info.value.targets == (f"{target}.no_such_function",)
+
+
+def test_deferred_hook_of_another_distribution_that_cannot_apply_is_only_logged(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = _greeter(dists)
+    dists.add("vendor-a", platforms={"a": None})
+    dists.add("third-party", plugins={"stale": _shout(target, attr="no_such_function")})
+    dists.select("a")
+    monkeypatch.setenv("CARDCAGE_DEFERRED_HOOKS", "1")
+
+    load_plugins(plugin_profile, plugin_registry)
+
+    assert importlib.import_module(target).greet("x") == "hello x"
+
+
 # -- load_plugins: platform exclusion ----------------------------------------------------------
 
 

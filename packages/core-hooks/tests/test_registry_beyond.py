@@ -785,6 +785,29 @@ def test_plugin_subclassing_the_class_it_replaces_keeps_seeing_the_original(
     assert home.Greeter().greet() == "ORIGINAL"
 
 
+def test_propagation_skips_every_module_of_the_hooking_plugins_package(
+    registry: Registry, synth: SyntheticModules
+) -> None:
+    home = synth.make(DOUBLE)
+    original = home.f
+    package = unique_name()
+    # A plugin package: the hook lives in one module, another module imported the original.
+    plugin_pkg = synth.make("", name=package)
+    helpers = synth.make(f"from {home.__name__} import f\n", name=f"{package}.helpers")
+    hooks = synth.make("def add_one(result, x):\n    return result + 1\n", name=f"{package}.hooks")
+    user = synth.make(f"from {home.__name__} import f\n")
+    registry.register(
+        f"{home.__name__}.f", hooks.add_one, HookType.AFTER, source=HookSource("plug", "plug-dist")
+    )
+
+    registry.apply()
+
+    assert plugin_pkg.__name__ == package
+    assert helpers.f is original  # the plugin's own code keeps the original
+    assert user.f is home.f  # everyone else sees the patch
+    assert user.f(1) == 3
+
+
 def test_propagate_false_leaves_other_modules_alone(
     registry: Registry, synth: SyntheticModules
 ) -> None:
@@ -949,13 +972,13 @@ def test_explicit_source_is_recorded_and_reported(
     mod = synth.make(DOUBLE)
     target = f"{mod.__name__}.f"
     source = HookSource("vendor", "vendor-dist")
-    caplog.set_level(logging.INFO, logger=REGISTRY_LOGGER)
+    caplog.set_level(logging.DEBUG, logger=REGISTRY_LOGGER)
 
     registry.register(target, lambda result, x: result, HookType.AFTER, source=source)
     registry.apply()
 
     assert registry.registrations()[target][0].source == source
-    assert messages(caplog, logging.INFO) == [
+    assert [m for m in messages(caplog, logging.DEBUG) if m.startswith("Applied")] == [
         f"Applied 1 hook(s) to {target} (from: plugin=vendor, dist=vendor-dist)"
     ]
 
@@ -1130,3 +1153,38 @@ def test_concurrent_applies_patch_each_target_exactly_once(
             ] * targets_count
     finally:
         sys.setswitchinterval(old_interval)
+
+
+def test_a_forked_child_can_register_while_a_parent_thread_held_the_registry_lock(
+    registry: Registry, synth: SyntheticModules
+) -> None:
+    import os
+    import signal
+
+    mod = synth.make(DOUBLE)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with registry._lock:
+            holding.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    holding.wait()
+    try:
+        pid = os.fork()
+        if pid == 0:  # child: only this thread exists; the held lock must not block it
+            signal.alarm(10)
+            try:
+                registry.register(f"{mod.__name__}.f", lambda r, x: r + 1, HookType.AFTER)
+                registry.apply()
+                os._exit(0 if mod.f(1) == 3 else 1)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        release.set()
+        holder.join()
+
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -8,6 +8,7 @@ the module body runs as usual and the registry's callback patches it before the 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 
@@ -113,11 +114,25 @@ class ImportWatcher:
             callbacks = self._callbacks.pop(name, [])
             if not self._callbacks and self in sys.meta_path:
                 sys.meta_path.remove(self)
+        failure: BaseException | None = None
         for callback in callbacks:
             try:
                 callback(name)
-            except Exception:
+            except Exception as exc:
                 logger.exception("Deferred hook application failed after importing %s", name)
+                failure = failure or exc
+        if failure is not None:
+            # A callback raises only when its policy says the process must not go on (the
+            # selected platform's hook failed): the import that revealed it fails with it.
+            raise failure
 
 
 watcher = ImportWatcher()
+
+
+def _reinit_lock_after_fork() -> None:
+    watcher._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_after_fork)

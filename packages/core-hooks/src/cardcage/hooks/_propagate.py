@@ -23,12 +23,24 @@ __all__ = ["Rebind", "Replacement", "propagate"]
 class Replacement:
     """One patched object: what to look for, what to put instead, and where not to."""
 
-    __slots__ = ("original", "replacement", "skip_modules")
+    __slots__ = ("original", "replacement", "skip_modules", "skip_packages")
 
-    def __init__(self, original: object, replacement: object, skip_modules: frozenset[str]) -> None:
+    def __init__(
+        self,
+        original: object,
+        replacement: object,
+        skip_modules: frozenset[str],
+        skip_packages: frozenset[str] = frozenset(),
+    ) -> None:
         self.original = original
         self.replacement = replacement
         self.skip_modules = skip_modules
+        self.skip_packages = skip_packages  # top-level packages of the plugins that hook it
+
+    def skips(self, module_name: str) -> bool:
+        if module_name in self.skip_modules:
+            return True
+        return module_name.partition(".")[0] in self.skip_packages
 
 
 class Rebind:
@@ -88,7 +100,7 @@ def propagate(
             entry = lookup(id(value))
             if entry is None or entry.original is not value:
                 continue
-            if module_name in entry.skip_modules:
+            if entry.skips(module_name):
                 continue
             try:
                 setattr(module, name, entry.replacement)

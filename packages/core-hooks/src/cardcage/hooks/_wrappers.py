@@ -9,8 +9,7 @@ which runs only when the hook asked to change the arguments.
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from .errors import HookResultError
 
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from .registry import HookType
+    from .registry import HookSource, HookType
 
 __all__ = ["build_wrapper"]
 
@@ -28,34 +27,45 @@ def _describe(hook: object) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
 
 
-def _before_shape(hook: object, target: str, result: object) -> tuple[Any, dict[str, Any]]:
+def _before_shape(
+    hook: object, target: str, result: object, source: HookSource | None
+) -> tuple[Any, dict[str, Any]]:
     """Validate what a BEFORE hook returned: ``(args, kwargs)`` or None (handled by the caller)."""
     if isinstance(result, tuple) and len(result) == 2:
         args, kwargs = result
         if isinstance(args, (tuple, list)) and isinstance(kwargs, Mapping):
             return tuple(args), dict(kwargs)
+    origin = f" (plugin {source.plugin_name!r}, distribution {source.dist_name})" if source else ""
     raise HookResultError(
-        f"BEFORE hook {_describe(hook)} on {target!r} returned {type(result).__name__} "
+        f"BEFORE hook {_describe(hook)}{origin} on {target!r} returned {type(result).__name__} "
         f"{result!r:.80}; a BEFORE hook must return None (keep the arguments) or a pair "
         "(args_tuple, kwargs_dict).",
         target=target,
         hook=hook,
+        plugin=source.plugin_name if source else None,
+        distribution=source.dist_name if source else None,
     )
 
 
 def _sync_wrapper(
-    inner: Callable[..., Any], hook: Callable[..., Any], kind: str, target: str
+    inner: Callable[..., Any],
+    hook: Callable[..., Any],
+    kind: str,
+    target: str,
+    source: HookSource | None,
 ) -> Callable[..., Any]:
     if kind == "before":
 
         def before(*args: Any, **kwargs: Any) -> Any:
             r = hook(*args, **kwargs)
-            if r is None:
-                return inner(*args, **kwargs)
-            if type(r) is tuple and len(r) == 2 and type(r[0]) is tuple and type(r[1]) is dict:
-                return inner(*r[0], **r[1])
-            new_args, new_kwargs = _before_shape(hook, target, r)
-            return inner(*new_args, **new_kwargs)
+            if r is not None:
+                try:
+                    args, kwargs = r
+                except (TypeError, ValueError):
+                    args, kwargs = _before_shape(hook, target, r, source)
+                if type(kwargs) is not dict:  # one cheap check catches every bare-args mistake
+                    args, kwargs = _before_shape(hook, target, r, source)
+            return inner(*args, **kwargs)
 
         return before
     if kind == "after":
@@ -80,13 +90,17 @@ def _sync_wrapper(
 
 
 async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
+    if isinstance(value, Awaitable):
         return await value
     return value
 
 
 def _async_wrapper(
-    inner: Callable[..., Any], hook: Callable[..., Any], kind: str, target: str
+    inner: Callable[..., Any],
+    hook: Callable[..., Any],
+    kind: str,
+    target: str,
+    source: HookSource | None,
 ) -> Callable[..., Any]:
     if kind == "before":
 
@@ -94,7 +108,7 @@ def _async_wrapper(
             r = await _maybe_await(hook(*args, **kwargs))
             if r is None:
                 return await inner(*args, **kwargs)
-            new_args, new_kwargs = _before_shape(hook, target, r)
+            new_args, new_kwargs = _before_shape(hook, target, r, source)
             return await inner(*new_args, **new_kwargs)
 
         return before
@@ -126,10 +140,11 @@ def build_wrapper(
     target: str,
     *,
     is_async: bool,
+    source: HookSource | None = None,
 ) -> Callable[..., Any]:
     """Wrap ``inner`` with one hook; the result looks like ``inner`` and has ``__wrapped__``."""
     factory = _async_wrapper if is_async else _sync_wrapper
-    wrapper = factory(inner, hook, hook_type.value, target)
+    wrapper = factory(inner, hook, hook_type.value, target, source)
     functools.update_wrapper(wrapper, inner)
     wrapper.__wrapped__ = inner  # type: ignore[attr-defined]
     return wrapper

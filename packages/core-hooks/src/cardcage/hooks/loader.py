@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._log import get_logger
 from .envs import CARDCAGE_DEFERRED_HOOKS, CARDCAGE_STRICT_HOOKS, parse_allowlist, parse_str
@@ -40,7 +40,12 @@ from .registry import (
     format_source,
     plugin_source,
 )
-from .snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
+from .snapshot import (
+    EntryPointSnapshot,
+    PluginEntryPoint,
+    entry_point_snapshot,
+    normalize_dist_name,
+)
 
 if TYPE_CHECKING:
     import logging
@@ -127,12 +132,8 @@ def read_allowlist(profile: RuntimeProfile = SRT_PROFILE) -> frozenset[str] | No
     return parse_allowlist(profile.allowlist_env, os.environ.get(profile.allowlist_env, ""))
 
 
-def _dist_of(ep: PluginEntryPoint) -> str | None:
-    return ep.dist_name
-
-
 def _norm(dist: str | None) -> str | None:
-    return dist.lower().replace("_", "-").replace(".", "-") if dist else dist
+    return normalize_dist_name(dist) if dist else dist
 
 
 def resolve_platform_choice(
@@ -253,14 +254,18 @@ def load_plugins_by_group(
     _check_duplicates(group, survivors)
     survivors.sort(key=lambda ep: (_norm(ep.dist_name) or "", ep.name))
     loaded: dict[str, LoadedPlugin] = {}
+    owner = HookRegistry if registry is None else registry
     for ep in survivors:
         source = HookSource(ep.name, ep.dist_name)
         try:
             with plugin_source(source):
                 callback = ep.load()
+            if not callable(callback):
+                raise TypeError(f"{ep.value} is a {type(callback).__name__}, which is not callable")
         except Exception as exc:
-            if registry is not None:
-                registry.discard_source(source)
+            # Hooks the module registered while importing belong to a plugin that is not loaded.
+            owner.discard_source(source)
+            _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
             if _fatal(ep.dist_name, fatal_dists):
                 raise PluginLoadError(
                     f"{format_plugin(ep.name, ep.dist_name).capitalize()} in group {group!r} "
@@ -272,23 +277,13 @@ def load_plugins_by_group(
                     distribution=ep.dist_name,
                 ) from exc
             logger.exception(
-                "Failed to load plugin %s from group %s (distribution %s); skipping it",
+                "Failed to load plugin %s from group %s (distribution %s): %s: %s; skipping it",
                 ep.name,
                 group,
                 ep.dist_name,
+                type(exc).__name__,
+                exc,
             )
-            _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
-            continue
-        if not callable(callback):
-            logger.error(
-                "Plugin %s from group %s (distribution %s) names %s, which is not callable; "
-                "skipping it",
-                ep.name,
-                group,
-                ep.dist_name,
-                ep.value,
-            )
-            _record(statuses, ep, "failed-import", "entry point is not callable")
             continue
         loaded[ep.name] = LoadedPlugin(callback, ep.dist_name)
         _record(statuses, ep, "loaded")
@@ -372,11 +367,11 @@ class _ProfileState:
         self.report = PluginLoadReport(profile)
 
 
-_states: dict[tuple[str, int], _ProfileState] = {}
+_states: dict[tuple[RuntimeProfile, int], _ProfileState] = {}
 
 
 def _state(profile: RuntimeProfile, registry: type[BaseHookRegistry]) -> _ProfileState:
-    key = (profile.name, id(registry))
+    key = (profile, id(registry))
     state = _states.get(key)
     if state is None:
         state = _states.setdefault(key, _ProfileState(profile))
@@ -445,6 +440,54 @@ def register_plugins(
     return state.report
 
 
+def _owned_by(
+    dist: str, failures: Mapping[str, BaseException], registrations: Mapping[str, Any]
+) -> dict[str, list[HookSource]]:
+    """The failed targets that have hooks from ``dist``, with those hooks' sources."""
+    owned: dict[str, list[HookSource]] = {}
+    for target in sorted(failures):
+        sources = [
+            r.source
+            for r in registrations.get(target, ())
+            if r.source is not None and _norm(r.source.dist_name) == _norm(dist)
+        ]
+        if sources:
+            owned[target] = sources
+    return owned
+
+
+def _enforce_failure_policy(
+    report: ApplyReport,
+    registry: type[BaseHookRegistry],
+    profile: RuntimeProfile,
+    choice: PlatformChoice | None,
+    strict: bool,
+) -> None:
+    """Raise if a failed target belongs to the selected platform's distribution (or strict)."""
+    if not report.failed:
+        return
+    registrations = registry.registrations()
+    if choice is not None and choice.dist_name:
+        owned = _owned_by(choice.dist_name, report.failed, registrations)
+        if owned:
+            sources = sorted({format_source(src) for srcs in owned.values() for src in srcs})
+            first = next(iter(owned.values()))[0]
+            details = "; ".join(
+                f"{t}: {type(report.failed[t]).__name__}: {report.failed[t]}" for t in owned
+            )
+            raise PluginLoadError(
+                f"Hooks of the selected platform's distribution {choice.dist_name} "
+                f"({', '.join(sources)}) could not be applied: {details}. The platform "
+                "depends on them; fix the hook targets in that distribution.",
+                group=profile.plugin_group,
+                plugin=first.plugin_name,
+                distribution=choice.dist_name,
+                targets=list(owned),
+            )
+    if strict:
+        raise _apply_error(report.failed, registrations)
+
+
 def apply_registered_hooks(
     profile: RuntimeProfile = SRT_PROFILE,
     registry: type[BaseHookRegistry] = HookRegistry,
@@ -452,57 +495,26 @@ def apply_registered_hooks(
     strict: bool | None = None,
     deferred: bool | None = None,
 ) -> PluginLoadReport:
-    """Phase 2 only: apply the registry's hooks once; enforce the failure policy."""
+    """Phase 2 only: apply the registry's hooks once; enforce the failure policy.
+
+    In deferred mode the policy also holds for targets patched later, when their module is
+    first imported: a failure that is fatal here makes that import raise.
+    """
     state = _state(profile, registry)
 
     def work() -> None:
         use_deferred = CARDCAGE_DEFERRED_HOOKS.get() if deferred is None else deferred
         use_strict = CARDCAGE_STRICT_HOOKS.get() if strict is None else strict
+        choice = state.report.selection
+        if use_deferred:
+
+            def on_deferred(report: ApplyReport) -> None:
+                _enforce_failure_policy(report, registry, profile, choice, use_strict)
+
+            registry.set_deferred_failure_handler(on_deferred)
         report = registry.apply(deferred=use_deferred)
         state.report.apply = report
-        if not report.failed:
-            return
-        registrations = registry.registrations()
-        choice = state.report.selection
-        if choice is not None and choice.dist_name:
-            owned = {
-                target: exc
-                for target, exc in report.failed.items()
-                if any(
-                    r.source is not None and _norm(r.source.dist_name) == _norm(choice.dist_name)
-                    for r in registrations.get(target, ())
-                )
-            }
-            if owned:
-                sources = sorted(
-                    {
-                        format_source(r.source)
-                        for t in owned
-                        for r in registrations.get(t, ())
-                        if r.source is not None
-                        and _norm(r.source.dist_name) == _norm(choice.dist_name)
-                    }
-                )
-                first = next(
-                    r.source
-                    for t in sorted(owned)
-                    for r in registrations.get(t, ())
-                    if r.source is not None and _norm(r.source.dist_name) == _norm(choice.dist_name)
-                )
-                details = "; ".join(
-                    f"{t}: {type(e).__name__}: {e}" for t, e in sorted(owned.items())
-                )
-                raise PluginLoadError(
-                    f"Hooks of the selected platform's distribution {choice.dist_name} "
-                    f"({', '.join(sources)}) could not be applied: {details}. The platform "
-                    "depends on them; fix the hook targets in that distribution.",
-                    group=profile.plugin_group,
-                    plugin=first.plugin_name if first else None,
-                    distribution=choice.dist_name,
-                    targets=sorted(owned),
-                )
-        if use_strict:
-            raise _apply_error(report.failed, registrations)
+        _enforce_failure_policy(report, registry, profile, choice, use_strict)
 
     state.application.run(work)
     return state.report
@@ -545,4 +557,4 @@ def reset_plugin_state(
     profile: RuntimeProfile = SRT_PROFILE, registry: type[BaseHookRegistry] = HookRegistry
 ) -> None:
     """Forget that plugins were loaded (tests only); the registry itself is left as it is."""
-    _states.pop((profile.name, id(registry)), None)
+    _states.pop((profile, id(registry)), None)

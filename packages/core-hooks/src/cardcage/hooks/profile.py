@@ -16,10 +16,11 @@ __all__ = ["SRT_PROFILE", "RuntimeProfile"]
 class RuntimeProfile:
     """Where a runtime looks for platform and general plugins, and which variables steer it.
 
-    ``selection_provider`` is an optional ``"module:function"`` path, resolved lazily, that returns
-    the platform selection the runtime resolved (see ``cardcage.hooks.selection``). It lets a
-    platform package hand its selection to the general-plugin loader without this package ever
-    importing it at module scope.
+    ``selection_provider`` is an optional ``"module:function"`` path, resolved lazily, to a
+    zero-argument function returning the ``cardcage.hooks.loader.PlatformChoice`` the runtime
+    selected. It lets a platform package hand its selection (automatic mode included) to the
+    general-plugin loader without this package ever importing it at module scope; when the
+    module is not installed, the loader falls back to the selector variable.
     """
 
     name: str
@@ -36,4 +37,6 @@ SRT_PROFILE = RuntimeProfile(
     plugin_group="sglang.srt.plugins",
     selector_env="SGLANG_PLATFORM",
     allowlist_env="SGLANG_PLUGINS",
+    # Provided by cardcage-core-platforms when it is installed.
+    selection_provider="cardcage.platforms.handoff:srt_platform_choice",
 )

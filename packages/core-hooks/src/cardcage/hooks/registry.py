@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import enum
 import functools
-import inspect
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
@@ -110,6 +110,30 @@ def format_source(source: HookSource | None) -> str:
 
 def _describe(hook: object) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
+
+
+def _origin(source: HookSource | None) -> dict[str, str | None]:
+    """The plugin/distribution fields of a HookError for a hook's source."""
+    if source is None:
+        return {"plugin": None, "distribution": None}
+    return {"plugin": source.plugin_name, "distribution": source.dist_name}
+
+
+def _plugin_packages(records: Sequence[HookRecord], target: str) -> frozenset[str]:
+    """Top-level packages of the plugins hooking ``target``, where they are not the target's own.
+
+    Propagation leaves every module of those packages alone: a plugin that subclasses or wraps
+    what it replaces must keep seeing the original everywhere in its own code.
+    """
+    target_top = target.partition(":")[0].partition(".")[0]
+    packages = set()
+    for record in records:
+        if record.source is None:
+            continue
+        top = (getattr(record.hook, "__module__", None) or "").partition(".")[0]
+        if top and top not in {target_top, "__main__"}:
+            packages.add(top)
+    return frozenset(packages)
 
 
 def _sources(records: Sequence[HookRecord]) -> str:
@@ -321,6 +345,7 @@ class BaseHookRegistry:
     _pending: ClassVar[dict[str, str]]
     _lock: ClassVar[threading.RLock]
     _deferred_scope: ClassVar[tuple[str, ...] | None]
+    _deferred_failure_handler: ClassVar[Callable[[ApplyReport], None] | None]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -334,6 +359,7 @@ class BaseHookRegistry:
         cls._pending = {}
         cls._lock = threading.RLock()
         cls._deferred_scope = None
+        cls._deferred_failure_handler = None
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -390,7 +416,7 @@ class BaseHookRegistry:
             records.append(record)
             if path.text in cls._patched:
                 cls._stale.add(path.text)
-                logger.info(
+                logger.debug(
                     "Hook registered on already-patched %s [%s]; the next apply() rebuilds its "
                     "chain from the original",
                     path.text,
@@ -547,15 +573,20 @@ class BaseHookRegistry:
             applied.append(target)
             claims.setdefault(id(outcome.original), []).append(target)
             if outcome.plain is not outcome.original and scope != ():
-                skip = frozenset(getattr(r.hook, "__module__", None) or "" for r in records)
+                hook_modules = {getattr(r.hook, "__module__", None) or "" for r in records}
                 owner_module = getattr(outcome.owner, "__name__", "")
                 if not isinstance(outcome.owner, type):
-                    skip = skip | {owner_module}
-                batch[id(outcome.original)] = Replacement(outcome.original, outcome.plain, skip)
+                    hook_modules.add(owner_module)
+                batch[id(outcome.original)] = Replacement(
+                    outcome.original,
+                    outcome.plain,
+                    frozenset(hook_modules),
+                    _plugin_packages(records, target),
+                )
                 entries[id(outcome.original)] = outcome
         for target in applied:
             records = cls._patched[target].records
-            logger.info(
+            logger.debug(
                 "Applied %d hook(s) to %s (from: %s)", len(records), target, _sources(records)
             )
         rebound = 0
@@ -651,6 +682,7 @@ class BaseHookRegistry:
                     f"To hook a method, use '{target}.<method_name>' instead.",
                     target=target,
                     hook=bad[0].hook,
+                    **_origin(bad[0].source),
                 )
             functions = [r for r in records if not isinstance(r.hook, type)]
             if functions:
@@ -661,6 +693,7 @@ class BaseHookRegistry:
                     "isinstance() keeps working, or hook one of its methods.",
                     target=target,
                     hook=functions[0].hook,
+                    **_origin(functions[0].source),
                 )
         else:
             classes = [r for r in records if isinstance(r.hook, type)]
@@ -671,6 +704,7 @@ class BaseHookRegistry:
                     "replace a function.",
                     target=target,
                     hook=classes[0].hook,
+                    **_origin(classes[0].source),
                 )
         arounds = [r for r in records if r.hook_type is HookType.AROUND]
         if len(arounds) > 1:
@@ -683,7 +717,7 @@ class BaseHookRegistry:
             )
         if has_replace and len(types_present) > 1:
             others = sorted(t.value for t in types_present if t is not HookType.REPLACE)
-            logger.info(
+            logger.debug(
                 "Target '%s' has both REPLACE and %s hooks. REPLACE will be applied first, then "
                 "wrapped by other hooks.",
                 target,
@@ -717,6 +751,8 @@ class BaseHookRegistry:
                 and getattr(owner, "__name__", None) not in earlier.skip_modules
             ):
                 inner = earlier.replacement
+            import inspect  # apply-time only; keeps `import cardcage.hooks.registry` light
+
             is_async = inspect.iscoroutinefunction(original)
             if not is_async:
                 for r in records:
@@ -727,10 +763,13 @@ class BaseHookRegistry:
                             "function: its callers would receive a coroutine. Use a sync hook.",
                             target=target,
                             hook=r.hook,
+                            **_origin(r.source),
                         )
             plain = inner
             for r in ordered:
-                plain = build_wrapper(plain, r.hook, r.hook_type, target, is_async=is_async)
+                plain = build_wrapper(
+                    plain, r.hook, r.hook_type, target, is_async=is_async, source=r.source
+                )
             installed = _redescribe(kind, plain, raw)
             if kind != "function":
                 logger.debug("Preserved %s for %s", kind, target)
@@ -755,8 +794,21 @@ class BaseHookRegistry:
             for target in ready:
                 del cls._pending[target]
             report = cls._apply_locked(cls._deferred_scope, True, ready)
+            handler = cls._deferred_failure_handler
         if report.applied:
             logger.debug("Deferred hooks applied after importing %s: %s", module, report.applied)
+        if report.failed and handler is not None:
+            handler(report)  # may raise: the import of ``module`` then fails with it
+
+    @classmethod
+    def set_deferred_failure_handler(cls, handler: Callable[[ApplyReport], None] | None) -> None:
+        """Called with the report when a deferred target fails on import; it may raise.
+
+        The loader uses it to keep the failure policy in deferred mode: a selected platform's
+        hook that cannot be applied fails the import that revealed it.
+        """
+        with cls._lock:
+            cls._deferred_failure_handler = handler
 
     # -- undo -----------------------------------------------------------------------------------
 
@@ -778,6 +830,7 @@ class BaseHookRegistry:
                     for t in cls._patched
                     if t == target or t.startswith(target + ".") or t.startswith(target + ":")
                 ]
+                cls._pending.pop(target, None)  # stop waiting for its module, too
             for name in reversed(chosen):
                 cls._patched.pop(name).undo(name)
                 cls._stale.discard(name)
@@ -794,6 +847,7 @@ class BaseHookRegistry:
             cls.unapply()
             cls._hooks.clear()
             cls._stale.clear()
+            cls._deferred_failure_handler = None
 
     @classmethod
     @contextlib.contextmanager
@@ -824,6 +878,22 @@ class BaseHookRegistry:
 
 
 BaseHookRegistry._init_state()
+
+
+def _all_registries(root: type[BaseHookRegistry]) -> Iterator[type[BaseHookRegistry]]:
+    yield root
+    for sub in root.__subclasses__():
+        yield from _all_registries(sub)
+
+
+def _reinit_locks_after_fork() -> None:
+    # Only the forking thread survives; a lock another thread held would never be released.
+    for registry in _all_registries(BaseHookRegistry):
+        registry._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_locks_after_fork)
 
 
 class HookRegistry(BaseHookRegistry):

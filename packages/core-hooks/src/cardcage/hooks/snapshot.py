@@ -14,6 +14,7 @@ parsing METADATA of every distribution costs more than the scan itself.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import threading
 
@@ -210,6 +211,15 @@ def refresh() -> EntryPointSnapshot:
     with _lock:
         _snapshot = fresh
     return fresh
+
+
+def _reinit_lock_after_fork() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_lock_after_fork)
 
 
 def install_snapshot(snapshot: EntryPointSnapshot) -> None:
