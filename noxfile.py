@@ -148,7 +148,9 @@ def typecheck(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the documentation site with --strict, so a broken link or page fails CI."""
-    session.install(*build_wheels(session, PACKAGES / "core-hooks"), *DOCS)
+    session.install(
+        *build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "core-platforms"), *DOCS
+    )
     session.run(
         "mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site")
     )
@@ -198,7 +200,7 @@ def demo(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks against SGLang 0.5.23, measured in the same run; prints ratio tables."""
-    session.install(*build_wheels(session, PACKAGES / "core-hooks"))
+    session.install(*build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "core-platforms"))
     anchor = Path(session.create_tmp()) / "anchor"
     session.run(
         "python",
@@ -211,6 +213,5 @@ def bench(session: nox.Session) -> None:
         str(anchor),
         "sglang==0.5.23",
     )
-    session.run(
-        "python", "benchmarks/bench_hooks.py", "--anchor-dir", str(anchor), *session.posargs
-    )
+    for script in ("bench_hooks.py", "bench_platforms.py"):
+        session.run("python", f"benchmarks/{script}", "--anchor-dir", str(anchor), *session.posargs)

@@ -25,7 +25,13 @@ __all__ = [
 
 
 class PlatformError(PluginError):
-    """Base of every platform-selection error."""
+    """Base of every platform-selection error.
+
+    ``selection_record`` holds the ``SelectionRecord`` as far as selection got (candidates seen,
+    outcomes) when the error came from the selection engine, else None.
+    """
+
+    selection_record: object = None
 
 
 class PlatformNotFoundError(PlatformError, RuntimeError):

@@ -40,6 +40,7 @@ from .errors import (
     InvalidPlatformClassError,
     MultiplePlatformsError,
     PlatformActivationError,
+    PlatformError,
     PlatformNotFoundError,
     PlatformUnavailableError,
     ReservedPlatformNameError,
@@ -51,6 +52,7 @@ __all__ = [
     "SelectionPolicy",
     "SelectionRecord",
     "activating_plugin",
+    "load_platform_class",
     "select_platform",
 ]
 
@@ -206,7 +208,15 @@ def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
     return result.strip()
 
 
-def _load_class(policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint | None) -> type:
+def load_platform_class(
+    policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint | None
+) -> type:
+    """Resolve ``qualname`` and check it is a usable platform class for ``policy``.
+
+    The same checks selection makes before publishing (``cardcage doctor`` reuses them): a
+    subclass of the runtime's base, and for an external plugin ``_enum = PlatformEnum.OOT`` with
+    a real ``device_name`` and ``device_type``. Raises ``InvalidPlatformClassError``.
+    """
     group = policy.profile.platform_group
     who = _who(ep) if ep is not None else "built-in"
     try:
@@ -303,9 +313,14 @@ def select_platform(
         selector_env=profile.selector_env,
         selector=selector,
     )
-    if selector:
-        return _select_explicit(policy, record, selector, eps, aliases)
-    return _select_automatic(policy, record, eps)
+    try:
+        if selector:
+            return _select_explicit(policy, record, selector, eps, aliases)
+        return _select_automatic(policy, record, eps)
+    except PlatformError as exc:
+        # What was seen before the failure: `cardcage platform` shows it next to the error.
+        exc.selection_record = record
+        raise
 
 
 def _select_explicit(
@@ -328,7 +343,7 @@ def _select_explicit(
                 group=profile.platform_group,
                 plugin=selector,
             )
-        cls = _load_class(policy, builtin.qualname, None)
+        cls = load_platform_class(policy, builtin.qualname, None)
         record.builtin = selector
         record.candidates.append(Candidate(selector, "built-in", "selected"))
         record.reason = f"{profile.selector_env}={selector!r} selects the built-in platform"
@@ -361,7 +376,7 @@ def _select_explicit(
             plugin=ep.name,
             distribution=ep.dist_name,
         )
-    cls = _load_class(policy, qualname, ep)
+    cls = load_platform_class(policy, qualname, ep)
     record.candidates.append(_candidate(ep, "selected", f"activate() -> {qualname}"))
     record.reason = f"{profile.selector_env}={selector!r} selects platform plugin {_who(ep)}"
     return _publish(policy, record, cls, ep)
@@ -393,7 +408,7 @@ def _select_automatic(
         )
     if activated:
         ep, qualname = activated[0]
-        cls = _load_class(policy, qualname, ep)
+        cls = load_platform_class(policy, qualname, ep)
         for candidate in record.candidates:
             if candidate.name == ep.name and candidate.kind == "entry-point":
                 candidate.outcome = "selected"
@@ -404,7 +419,7 @@ def _select_automatic(
             record.candidates.append(
                 Candidate(builtin.alias, "built-in", "selected", detail="detected")
             )
-            cls = _load_class(policy, builtin.qualname, None)
+            cls = load_platform_class(policy, builtin.qualname, None)
             record.builtin = builtin.alias
             record.reason = (
                 "no platform plugin activated; the built-in "
@@ -424,7 +439,7 @@ def _select_automatic(
             "No platform plugin activated and no built-in platform is available.",
             group=profile.platform_group,
         )
-    cls = _load_class(policy, policy.default_qualname, None)
+    cls = load_platform_class(policy, policy.default_qualname, None)
     record.reason = (
         "no platform plugin activated and no accelerator was detected; using the base "
         f"{cls.__qualname__} (set SGLANG_USE_CPU_ENGINE=1 for the CPU platform)"

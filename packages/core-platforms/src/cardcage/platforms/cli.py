@@ -1,0 +1,466 @@
+"""The ``cardcage`` console script: plugins, platform selection, hooks, environment, doctor.
+
+    cardcage plugins list [--group G]   every plugin entry point and what the loader would do
+    cardcage platform                   which platform was chosen, and why
+    cardcage hooks                      run load_plugins() and list every hook and its status
+    cardcage env                        interpreter, OS, distributions and every cardcage variable
+    cardcage doctor [--strict]          problems that break or silently change start-up
+
+Each command takes ``--json`` (a stable document, ``"schema": "cardcage.<command>/1"``, described
+by ``cardcage/platforms/schemas/<command>.schema.json``) and ``-v``/``--verbose`` (log cardcage's
+own records to stderr; ``-vv`` for DEBUG). Exit codes: 0 success; 1 the command's subject failed
+(platform selection, plugin loading) or ``doctor --strict`` found problems; 2 usage error.
+
+This module parses arguments and renders; ``cardcage.platforms.diagnostics`` collects the facts.
+While a command collects, anything a plugin prints is sent to stderr, so ``--json`` output on
+stdout stays parseable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from . import diagnostics as diag
+
+if TYPE_CHECKING:
+    from .diagnostics import (
+        DoctorReport,
+        EnvReport,
+        ErrorInfo,
+        HooksReport,
+        PlatformReport,
+        PluginsReport,
+    )
+
+__all__ = ["build_parser", "main"]
+
+_WIDTH = 100
+
+
+# -- rendering helpers -------------------------------------------------------------------------
+
+
+def _cell(value: object) -> str:
+    if value is None or value == "":
+        return "-"
+    return str(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], indent: str = "  ") -> str:
+    """An aligned plain-text table; the last column is never padded."""
+    cells = [[_cell(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    lines = []
+    for row in [list(headers), *cells]:
+        padded = [c.ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)]
+        lines.append((indent + "  ".join([*padded, row[-1]])).rstrip())
+    return "\n".join(lines)
+
+
+def _wrap(text: str, indent: str = "  ") -> str:
+    return textwrap.fill(text, _WIDTH, initial_indent=indent, subsequent_indent=indent)
+
+
+def _dist(name: str | None, version: str | None) -> str:
+    if name is None:
+        return "an unknown distribution"
+    return f"{name} {version or '(version unknown)'}"
+
+
+def _error_block(error: ErrorInfo) -> str:
+    lines = [textwrap.fill(f"{error.type}: {error.message}", _WIDTH, subsequent_indent="  ")]
+    if error.plugin or error.distribution:
+        who = f"plugin {error.plugin!r}" if error.plugin else "plugin unknown"
+        if error.distribution:
+            who += f", distribution {_dist(error.distribution, error.version)}"
+        lines.append(f"  ({who})")
+    if error.cause:
+        lines.append(f"  caused by: {error.cause}")
+    return "\n".join(lines)
+
+
+# -- plugins list ------------------------------------------------------------------------------
+
+
+def _render_plugins(report: PluginsReport, verbose: int) -> str:
+    lines = []
+    for p in report.profiles:
+        selector = (
+            f"{p.selector_env}={p.selector!r} (explicit selection)"
+            if p.selector
+            else f"{p.selector_env} not set (automatic selection)"
+        )
+        if p.allowlist is None:
+            allow = f"{p.allowlist_env} not set (no filter)"
+        else:
+            allow = f"{p.allowlist_env}={','.join(p.allowlist)!r} (allowlist)"
+        lines.append(f"{p.name.upper()} runtime: {selector}; {allow}")
+    lines.append("")
+    if not report.plugins:
+        lines.append(f"No plugin entry points installed in: {', '.join(report.groups)}.")
+        return "\n".join(lines)
+    headers = ["GROUP", "NAME", "KIND", "DISTRIBUTION", "VERSION", "STATUS", "VALUE", "DETAIL"]
+    rows: list[list[object]] = [
+        [r.group, r.name, r.kind, r.distribution, r.version, r.status, r.value, r.detail]
+        for r in report.plugins
+    ]
+    if verbose:
+        headers.insert(-1, "LOCATION")
+        for row, plugin in zip(rows, report.plugins, strict=True):
+            row.insert(-1, plugin.location)
+    lines.append(_table(headers, rows, indent=""))
+    return "\n".join(lines)
+
+
+# -- platform ----------------------------------------------------------------------------------
+
+
+def _how(report: PlatformReport) -> str:
+    if report.mode == "explicit":
+        return (
+            f"explicit selection: {report.selector_env}={report.selector!r}, so only that "
+            f"platform was loaded ({report.allowlist_env} does not apply to explicit selection)."
+        )
+    allow = (
+        f" allowed by {report.allowlist_env}={','.join(report.allowlist)!r}"
+        if report.allowlist is not None
+        else ""
+    )
+    return (
+        f"automatic selection: {report.selector_env} is not set, so every platform plugin{allow} "
+        "was asked to activate(). Exactly one activating wins; none falls back to the built-in "
+        "chain (CPU if SGLANG_USE_CPU_ENGINE=1, then CUDA, ROCm, XPU, then the base "
+        "SRTPlatform); two or more is an error."
+    )
+
+
+def _render_platform(report: PlatformReport, verbose: int) -> str:
+    del verbose
+    runtime = report.runtime.upper()
+    if report.error is not None or report.selection is None:
+        lines = [f"{runtime} platform selection failed:", ""]
+        if report.error is not None:
+            lines.append(_error_block(report.error))
+        lines += ["", "How:", _wrap(_how(report))]
+        return "\n".join(lines)
+    sel = report.selection
+    if sel.plugin is not None:
+        source = f"platform plugin {sel.plugin!r} from {_dist(sel.distribution, sel.version)}"
+    elif sel.builtin is not None:
+        source = f"the built-in {sel.builtin!r} platform"
+    else:
+        source = "the base platform (no plugin, no built-in accelerator)"
+    lines = [
+        f"{runtime} platform: {sel.platform}",
+        f"  provided by: {source}",
+        f"  device: {_cell(sel.device_name)} (type {_cell(sel.device_type)}, "
+        f"PlatformEnum.{_cell(sel.enum)})",
+        "",
+        "Why:",
+        _wrap(sel.reason.rstrip(".") + "."),
+        "How:",
+        _wrap(_how(report)),
+    ]
+    if sel.candidates:
+        lines += ["", "Candidates, in the order they were considered:"]
+        lines.append(
+            _table(
+                ["NAME", "KIND", "DISTRIBUTION", "VERSION", "OUTCOME", "DETAIL"],
+                [
+                    [c.name, c.kind, c.distribution, c.version, c.outcome, c.detail]
+                    for c in sel.candidates
+                ],
+            )
+        )
+    if report.first_access_stack:
+        lines += ["", "First access to current_platform:", report.first_access_stack.rstrip()]
+    return "\n".join(lines)
+
+
+# -- hooks -------------------------------------------------------------------------------------
+
+
+def _render_hooks(report: HooksReport, verbose: int) -> str:
+    del verbose
+    lines = []
+    if report.error is not None:
+        lines += ["load_plugins() failed:", _error_block(report.error), ""]
+    choice = report.selection
+    if choice is None and report.error is None:
+        lines.append(
+            "Platform choice: none known, so no platform distribution's plugins were excluded."
+        )
+    elif choice is not None:
+        who = repr(choice.entry_point) if choice.entry_point else "a built-in platform"
+        if choice.distribution:
+            who += f" from {_dist(choice.distribution, choice.version)}"
+        lines.append(f"Platform choice: {who} ({choice.reason}).")
+    lines += ["", "General plugins:"]
+    if report.plugins:
+        lines.append(
+            _table(
+                ["GROUP", "NAME", "DISTRIBUTION", "VERSION", "STATUS", "DETAIL"],
+                [
+                    [p.group, p.name, p.distribution, p.version, p.status, p.detail]
+                    for p in report.plugins
+                ],
+            )
+        )
+    else:
+        lines.append("  none")
+    lines += ["", "Hooks (per target in chain order; position 1 is innermost):"]
+    if report.hooks:
+        lines.append(
+            _table(
+                ["TARGET", "POS", "TYPE", "HOOK", "PLUGIN", "DISTRIBUTION", "VERSION", "STATUS"],
+                [
+                    [
+                        h.target,
+                        h.position,
+                        h.type,
+                        h.hook,
+                        h.plugin,
+                        h.distribution,
+                        h.version,
+                        h.status if h.pending_module is None else f"pending ({h.pending_module})",
+                    ]
+                    for h in report.hooks
+                ],
+            )
+        )
+        failures = {h.target: h.error for h in report.hooks if h.error}
+        for target, error in failures.items():
+            lines.append(f"  ! {target}: {error}")
+    else:
+        lines.append("  none registered")
+    counts = report.counts()
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("applied", "failed", "pending"))
+    if counts.get("registered"):
+        summary += f", {counts['registered']} registered but not applied"
+    if report.rebound is not None:
+        summary += f"; {report.rebound} stale alias(es) rebound"
+    lines += ["", f"Hooks: {summary}."]
+    return "\n".join(lines)
+
+
+# -- env ---------------------------------------------------------------------------------------
+
+
+def _render_env(report: EnvReport, verbose: int) -> str:
+    del verbose
+    py, os_ = report.python, report.os
+    lines = [
+        f"Python {py.version} ({py.implementation}) at {py.executable}",
+        f"OS: {os_.platform} ({os_.machine})",
+        "",
+        "cardcage distributions:",
+    ]
+    if report.distributions:
+        lines.append(
+            _table(
+                ["NAME", "VERSION", "LOCATION"],
+                [[d.name, d.version, d.location] for d in report.distributions],
+            )
+        )
+    else:
+        lines.append("  none")
+    lines += ["", "Plugin distributions:"]
+    if report.plugin_distributions:
+        lines.append(
+            _table(
+                ["NAME", "VERSION", "GROUPS"],
+                [[d.name, d.version, ", ".join(d.groups)] for d in report.plugin_distributions],
+            )
+        )
+    else:
+        lines.append("  none")
+    lines += ["", f"Environment variables (from {', '.join(report.registries)}):"]
+    for var in report.variables:
+        if not var.set:
+            state = f"not set (default: {json.dumps(var.default)})"
+        elif var.error is not None:
+            state = f"INVALID raw {var.raw!r}: {var.error}"
+        else:
+            state = f"{json.dumps(var.value)} (raw {var.raw!r})"
+        lines.append(f"  {var.name} = {state}")
+        lines.append(_wrap(f"[{var.kind}; {var.distribution}] {var.description}", "      "))
+    if report.other_variables:
+        lines += [
+            "",
+            "Other CARDCAGE_*/SGLANG_* variables set (no cardcage registry declares them):",
+        ]
+        lines += [f"  {v.name} = {v.raw!r}" for v in report.other_variables]
+    return "\n".join(lines)
+
+
+# -- doctor ------------------------------------------------------------------------------------
+
+
+def _render_doctor(report: DoctorReport, verbose: int) -> str:
+    lines = [
+        f"cardcage doctor: checked {report.entry_points} entry point(s) in "
+        f"{len(report.groups)} group(s) (runtimes: {', '.join(report.profiles)})",
+    ]
+    for f in report.findings:
+        where = f" [{f.group}]" if f.group else ""
+        lines += [
+            "",
+            f"{f.severity.upper()}: {f.code}{where}",
+            _wrap(f.message),
+            _wrap("fix: " + f.fix),
+        ]
+        if verbose and f.traceback:
+            lines.append(textwrap.indent(f.traceback.rstrip(), "    "))
+    errors, warnings = report.count("error"), report.count("warning")
+    lines.append("")
+    if report.problems:
+        lines.append(
+            f"{errors} error(s), {warnings} warning(s). cardcage doctor --strict exits 1 on these."
+        )
+    else:
+        lines.append("No problems found.")
+    return "\n".join(lines)
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+class _Outcome:
+    """A collected report, how to render it, and the exit code it deserves."""
+
+    def __init__(self, report: Any, render: Callable[[Any, int], str], code: int) -> None:
+        self.report = report
+        self.render = render
+        self.code = code
+
+
+def _cmd_plugins(args: argparse.Namespace) -> _Outcome:
+    return _Outcome(diag.collect_plugins(args.group), _render_plugins, 0)
+
+
+def _cmd_platform(args: argparse.Namespace) -> _Outcome:
+    report = diag.collect_platform(with_stack=bool(args.verbose))
+    return _Outcome(report, _render_platform, 0 if report.ok else 1)
+
+
+def _cmd_hooks(args: argparse.Namespace) -> _Outcome:
+    del args
+    report = diag.collect_hooks()
+    return _Outcome(report, _render_hooks, 0 if report.ok else 1)
+
+
+def _cmd_env(args: argparse.Namespace) -> _Outcome:
+    del args
+    return _Outcome(diag.collect_env(), _render_env, 0)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> _Outcome:
+    report = diag.run_doctor()
+    return _Outcome(report, _render_doctor, 1 if args.strict and report.problems else 0)
+
+
+def _version() -> str:
+    from cardcage.hooks import __version__ as hooks_version
+
+    from . import __version__
+
+    return f"cardcage (cardcage-core-platforms {__version__}, cardcage-core-hooks {hooks_version})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used by the docs to render the CLI reference)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json", action="store_true", help="print the stable JSON document instead of text"
+    )
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log cardcage's records to stderr (-vv: debug) and show more detail",
+    )
+    parser = argparse.ArgumentParser(
+        prog="cardcage",
+        description="Inspect cardcage plugins, platform selection, hooks and configuration.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plugins = commands.add_parser("plugins", help="inspect plugin entry points")
+    plugin_commands = plugins.add_subparsers(
+        dest="plugins_command", required=True, metavar="ACTION"
+    )
+    listing = plugin_commands.add_parser(
+        "list",
+        parents=[common],
+        help="list every plugin entry point and its status (imports nothing)",
+    )
+    listing.add_argument("--group", help="only this entry-point group")
+    listing.set_defaults(run=_cmd_plugins)
+
+    platform = commands.add_parser(
+        "platform", parents=[common], help="explain which platform was selected and why"
+    )
+    platform.set_defaults(run=_cmd_platform)
+
+    hooks = commands.add_parser(
+        "hooks", parents=[common], help="run load_plugins() and list every hook with its status"
+    )
+    hooks.set_defaults(run=_cmd_hooks)
+
+    env = commands.add_parser(
+        "env", parents=[common], help="interpreter, OS, distributions and cardcage variables"
+    )
+    env.set_defaults(run=_cmd_env)
+
+    doctor = commands.add_parser(
+        "doctor", parents=[common], help="find problems that break or silently change start-up"
+    )
+    doctor.add_argument(
+        "--strict", action="store_true", help="exit 1 when any error or warning is found"
+    )
+    doctor.set_defaults(run=_cmd_doctor)
+    return parser
+
+
+def _configure_logging(verbose: int) -> None:
+    """With -v, send cardcage's log records to stderr; without, leave logging alone."""
+    if not verbose:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("cardcage")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if verbose > 1 else logging.INFO)
+
+
+def _emit(outcome: _Outcome, as_json: bool, verbose: int, out: TextIO) -> None:
+    if as_json:
+        json.dump(outcome.report.as_json(), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(outcome.render(outcome.report, verbose) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``cardcage`` command line; return its exit code."""
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        outcome: _Outcome = args.run(args)
+    _emit(outcome, args.json, args.verbose, out)
+    out.flush()
+    return outcome.code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""The facts behind the ``cardcage`` console script: what is installed, selected, hooked and set.
+
+One module per command: each ``collect_*`` function (and ``run_doctor``) gathers that command's
+data and returns a frozen dataclass whose ``as_json()`` is the command's stable JSON document
+(``"schema": "cardcage.<command>/1"``, described by ``schemas/<command>.schema.json``).
+Rendering, printing and exit codes belong to ``cardcage.platforms.cli``: nothing here prints.
+
+What each collector may touch, because a diagnostic must not change what it diagnoses:
+
+* ``collect_plugins`` and ``collect_env`` read metadata and the environment only; they never
+  import a plugin.
+* ``collect_platform`` resolves ``current_platform`` exactly as the runtime would.
+* ``collect_hooks`` runs ``cardcage.hooks.load_plugins()`` (registration and application).
+* ``run_doctor`` calls every platform entry point's ``activate()`` and imports every general
+  plugin, in this process, catching whatever they raise.
+
+Import-safe: stdlib only at module scope. ``cardcage.hooks`` internals, the selection engine and
+plugin code are imported inside the functions that need them; torch never is.
+"""
+
+from __future__ import annotations
+
+from ._common import COMMANDS, DistRef, ErrorInfo, load_schema, runtime_profiles
+from .doctor import DoctorReport, Finding, run_doctor
+from .env import EnvReport, collect_env
+from .hooks import HookRow, HooksReport, collect_hooks
+from .platform import PlatformReport, collect_platform
+from .plugins import PluginRow, PluginsReport, collect_plugins
+
+__all__ = [
+    "COMMANDS",
+    "DistRef",
+    "DoctorReport",
+    "EnvReport",
+    "ErrorInfo",
+    "Finding",
+    "HookRow",
+    "HooksReport",
+    "PlatformReport",
+    "PluginRow",
+    "PluginsReport",
+    "collect_env",
+    "collect_hooks",
+    "collect_platform",
+    "collect_plugins",
+    "load_schema",
+    "run_doctor",
+    "runtime_profiles",
+]

@@ -1,0 +1,239 @@
+"""Shared pieces of the diagnostics: JSON, schemas, entry-point and profile facts."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from cardcage.hooks.profile import RuntimeProfile
+    from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
+
+
+#: The commands with a JSON document, each described by ``schemas/<command>.schema.json``.
+COMMANDS = ("plugins", "platform", "hooks", "env", "doctor")
+
+#: Entry-point groups under this prefix are listed even when no installed runtime reads them
+#: (the diffusion runtime's groups, before ``cardcage-diffusion-runtime`` is installed).
+WATCHED_PREFIX = "sglang."
+
+#: Modules that may hold an ``EnvRegistry`` named ``ENV_VARS``; absent ones are skipped.
+ENV_MODULES = (
+    "cardcage.hooks.envs",
+    "cardcage.platforms.envs",
+    "cardcage.shm.envs",
+    "cardcage.diffusion.envs",
+)
+
+#: Prefixes of variables that belong to the plugin system (a set one no registry declares is
+#: listed by ``cardcage env``: it is often a typo).
+ENV_PREFIXES = ("CARDCAGE_", "SGLANG_")
+
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|AUTH")
+
+Severity = Literal["error", "warning", "info"]
+PluginKind = Literal["platform", "general", "other"]
+
+
+def to_json(value: Any) -> Any:
+    """Dataclasses, tuples and sets as plain JSON types (lists, dicts, strings, numbers)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_json(v) for v in value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def load_schema(command: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ``cardcage <command> --json``, as shipped in the wheel."""
+    if command not in COMMANDS:
+        raise ValueError(f"no JSON schema for {command!r}; commands: {', '.join(COMMANDS)}")
+    from importlib import resources
+
+    text = (
+        resources.files("cardcage.platforms")
+        .joinpath("schemas", f"{command}.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+# -- shared facts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DistRef:
+    """A distribution as every plugin-related row names it: project name and version."""
+
+    name: str | None
+    version: str | None
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A failure rendered for humans and JSON; the fields come from cardcage's typed errors."""
+
+    type: str
+    message: str
+    plugin: str | None
+    distribution: str | None
+    version: str | None
+    group: str | None
+    cause: str | None
+
+
+def exc_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def error_info(exc: BaseException, versions: dict[str, str] | None = None) -> ErrorInfo:
+    """Structured fields of a cardcage error (plugin, distribution, group) plus its cause."""
+    dist = getattr(exc, "distribution", None)
+    cause = exc.__cause__ or getattr(exc, "cause", None)
+    return ErrorInfo(
+        type=type(exc).__name__,
+        message=str(exc),
+        plugin=_str_or_none(getattr(exc, "plugin", None)),
+        distribution=_str_or_none(dist),
+        version=version_of(_str_or_none(dist), versions),
+        group=_str_or_none(getattr(exc, "group", None)),
+        cause=exc_line(cause) if isinstance(cause, BaseException) else None,
+    )
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def current_snapshot() -> EntryPointSnapshot:
+    from cardcage.hooks.snapshot import entry_point_snapshot
+
+    return entry_point_snapshot()
+
+
+def normalize(name: str) -> str:
+    from cardcage.hooks.snapshot import normalize_dist_name
+
+    return normalize_dist_name(name)
+
+
+def dist_versions(snapshot: EntryPointSnapshot) -> dict[str, str]:
+    """``{normalised distribution name: version}`` for every distribution with entry points."""
+    found: dict[str, str] = {}
+    for group in snapshot.groups():
+        for ep in snapshot.group(group):
+            if ep.dist is not None:
+                found.setdefault(ep.dist.normalized_name, ep.dist.version)
+    return found
+
+
+def version_of(dist: str | None, versions: dict[str, str] | None) -> str | None:
+    if dist is None:
+        return None
+    if versions is None:
+        versions = dist_versions(current_snapshot())
+    return versions.get(normalize(dist))
+
+
+def ep_dist(ep: PluginEntryPoint) -> DistRef:
+    return DistRef(ep.dist_name, ep.dist.version if ep.dist is not None else None)
+
+
+def ep_order(ep: PluginEntryPoint) -> tuple[str, str]:
+    """The order selection activates platforms in: (distribution, entry-point name)."""
+    return ((ep.dist_name or "").lower(), ep.name)
+
+
+def describe_ep(ep: PluginEntryPoint) -> str:
+    """``'name' (dist 1.0)``: how messages name a plugin."""
+    dist = ep_dist(ep)
+    if dist.name is None:
+        return repr(ep.name)
+    return f"{ep.name!r} ({dist.name} {dist.version or '?'})"
+
+
+@functools.cache
+def dist_location(name: str) -> str | None:
+    """The folder a distribution is installed in (its ``site-packages``), from metadata only."""
+    from importlib import metadata
+
+    try:
+        return str(metadata.distribution(name).locate_file(""))
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        return None
+
+
+def runtime_profiles() -> tuple[RuntimeProfile, ...]:
+    """Every runtime profile cardcage.hooks defines (SRT first), so new runtimes are covered."""
+    from cardcage.hooks import profile as profile_module
+
+    found: dict[str, RuntimeProfile] = {profile_module.SRT_PROFILE.name: profile_module.SRT_PROFILE}
+    for value in vars(profile_module).values():
+        if isinstance(value, profile_module.RuntimeProfile):
+            found.setdefault(value.name, value)
+    return tuple(found.values())
+
+
+def group_roles(
+    profiles: tuple[RuntimeProfile, ...],
+) -> dict[str, tuple[RuntimeProfile, PluginKind]]:
+    roles: dict[str, tuple[RuntimeProfile, PluginKind]] = {}
+    for profile in profiles:
+        roles.setdefault(profile.platform_group, (profile, "platform"))
+        roles.setdefault(profile.plugin_group, (profile, "general"))
+    return roles
+
+
+def watched_groups(snapshot: EntryPointSnapshot, profiles: tuple[RuntimeProfile, ...]) -> list[str]:
+    """The profiles' groups (even when empty), then every other ``sglang.*`` group present."""
+    groups: list[str] = []
+    for profile in profiles:
+        groups.extend((profile.platform_group, profile.plugin_group))
+    groups.extend(g for g in snapshot.groups() if g.startswith(WATCHED_PREFIX) and g not in groups)
+    return list(dict.fromkeys(groups))
+
+
+def kind_of_unknown_group(group: str) -> PluginKind:
+    if group.endswith(".platforms"):
+        return "platform"
+    if group.endswith(".plugins"):
+        return "general"
+    return "other"
+
+
+def selector_value(profile: RuntimeProfile) -> str:
+    return os.environ.get(profile.selector_env, "").strip()
+
+
+def allowlist_value(profile: RuntimeProfile) -> frozenset[str] | None:
+    from cardcage.hooks.loader import read_allowlist
+
+    return read_allowlist(profile)
+
+
+def excluded_dists(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> set[str]:
+    """Distributions whose general plugins the loader skips, knowable without importing anything.
+
+    Only an explicit selector is known from metadata; in automatic mode the selected platform is
+    known only after activation (``cardcage platform``), so nothing is reported as excluded.
+    """
+    from cardcage.hooks.loader import PlatformChoice, excluded_distributions
+
+    selector = selector_value(profile)
+    if not selector:
+        return set()
+    match = next((ep for ep in snapshot.group(profile.platform_group) if ep.name == selector), None)
+    choice = PlatformChoice(selector, match.dist_name if match else None, profile.selector_env)
+    return excluded_distributions(choice, profile, snapshot)

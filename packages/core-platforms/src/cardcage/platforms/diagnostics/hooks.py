@@ -1,0 +1,167 @@
+"""``cardcage hooks``: run ``load_plugins()`` and report every hook and whether it applied."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cardcage.hooks.registry import HookRecord
+
+from ._common import (
+    ErrorInfo,
+    current_snapshot,
+    dist_versions,
+    error_info,
+    exc_line,
+    to_json,
+    version_of,
+)
+
+
+@dataclass(frozen=True)
+class PluginStatusRow:
+    """What ``load_plugins()`` did with one general plugin."""
+
+    group: str
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+    status: str  # executed | loaded | not-allowed | excluded | failed-import | failed-register
+    detail: str
+
+
+@dataclass(frozen=True)
+class HookRow:
+    """One registered hook; ``position`` is its place in the target's chain (1 = innermost)."""
+
+    target: str
+    type: str
+    hook: str
+    position: int
+    plugin: str | None
+    distribution: str | None
+    version: str | None
+    status: str  # applied | failed | pending | registered
+    error: str | None
+    pending_module: str | None
+
+
+@dataclass(frozen=True)
+class ChoiceInfo:
+    """The platform choice ``load_plugins()`` used to exclude other platforms' plugins."""
+
+    entry_point: str | None
+    distribution: str | None
+    version: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class HooksReport:
+    selection: ChoiceInfo | None
+    plugins: tuple[PluginStatusRow, ...]
+    hooks: tuple[HookRow, ...]
+    rebound: int | None
+    error: ErrorInfo | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def counts(self) -> dict[str, int]:
+        """How many hooks are in each status."""
+        counts: dict[str, int] = {}
+        for row in self.hooks:
+            counts[row.status] = counts.get(row.status, 0) + 1
+        return counts
+
+    def as_json(self) -> dict[str, Any]:
+        return {"schema": "cardcage.hooks/1", "ok": self.ok, **to_json(self)}
+
+
+def _qualname(obj: object) -> str:
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None) or repr(obj)
+    return f"{module}.{name}" if module else name
+
+
+def _chain_order(records: tuple[HookRecord, ...]) -> list[HookRecord]:
+    """The order the registry builds a chain in: REPLACE first, then registration order."""
+    return sorted(records, key=lambda r: r.hook_type.name != "REPLACE")
+
+
+def _hook_rows(failed: dict[str, BaseException], versions: dict[str, str]) -> tuple[HookRow, ...]:
+    from cardcage.hooks.registry import HookRegistry
+
+    applied = set(HookRegistry.applied_targets())
+    pending = HookRegistry.pending_targets()
+    rows: list[HookRow] = []
+    for target, records in sorted(HookRegistry.registrations().items()):
+        if target in failed:
+            status, error = "failed", exc_line(failed[target])
+        elif target in applied:
+            status, error = "applied", None
+        elif target in pending:
+            status, error = "pending", None
+        else:
+            status, error = "registered", None
+        for position, record in enumerate(_chain_order(records), start=1):
+            source = record.source
+            dist = source.dist_name if source is not None else None
+            rows.append(
+                HookRow(
+                    target=target,
+                    type=record.hook_type.name,
+                    hook=_qualname(record.hook),
+                    position=position,
+                    plugin=source.plugin_name if source is not None else None,
+                    distribution=dist,
+                    version=version_of(dist, versions),
+                    status=status,
+                    error=error,
+                    pending_module=pending.get(target),
+                )
+            )
+    return tuple(rows)
+
+
+def collect_hooks() -> HooksReport:
+    """Run ``load_plugins()`` (registration and application) and list every hook and plugin."""
+    from cardcage.hooks.loader import PluginLoadReport, load_plugins
+
+    versions = dist_versions(current_snapshot())
+    report: PluginLoadReport | None = None
+    error: ErrorInfo | None = None
+    try:
+        report = load_plugins()
+    except Exception as exc:
+        error = error_info(exc, versions)
+    failed = dict(report.apply.failed) if report and report.apply else {}
+    choice = report.selection if report else None
+    return HooksReport(
+        selection=ChoiceInfo(
+            entry_point=choice.entry_point,
+            distribution=choice.dist_name,
+            version=version_of(choice.dist_name, versions),
+            reason=choice.reason,
+        )
+        if choice is not None
+        else None,
+        plugins=tuple(
+            PluginStatusRow(
+                group=p.group,
+                name=p.name,
+                value=p.value,
+                distribution=p.dist_name,
+                version=version_of(p.dist_name, versions),
+                status=p.status,
+                detail=p.detail,
+            )
+            for p in (report.plugins if report else ())
+        ),
+        hooks=_hook_rows(failed, versions),
+        rebound=report.apply.rebound if report and report.apply else None,
+        error=error,
+    )

@@ -1,0 +1,669 @@
+"""The ``cardcage`` console script, run for real against real fixture distributions.
+
+Every test writes ``*.dist-info`` folders and plugin modules into ``tmp_path`` (see
+``cli_support``) and runs the CLI in a fresh interpreter with that folder on ``PYTHONPATH``;
+``--json`` documents are validated against the schemas shipped in the package. jsonschema is a
+test-only requirement (the nox session installs it).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from cli_support import (
+    BROKEN_PLUGIN,
+    DECLINING_PLATFORM,
+    OOT_PLATFORM,
+    PLATFORMS,
+    PLUGINS,
+    RAISING_PLATFORM,
+    Site,
+    run_cli,
+    validate,
+)
+
+from cardcage.platforms.diagnostics import COMMANDS, load_schema
+
+BASE = "cardcage.platforms.interface.SRTPlatform"
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Site:
+    return Site(tmp_path / "site")
+
+
+def _json(site: Site, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cardcage <args> --json``, validate the document, return it."""
+    result = site.run(*args, "--json", env=env)
+    document: dict[str, Any] = result.json()
+    validate(args[0], document)
+    return document
+
+
+def _codes(document: dict[str, Any]) -> list[str]:
+    return [f["code"] for f in document["findings"]]
+
+
+# -- schemas and the console script ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_ships_a_valid_draft_2020_12_schema(command: str) -> None:
+    schema = load_schema(command)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["properties"]["schema"] == {"const": f"cardcage.{command}/1"}
+
+
+def test_installed_console_script_runs_doctor(site: Site) -> None:
+    script = shutil.which("cardcage", path=str(Path(sys.executable).parent))
+    assert script is not None, "the cardcage console script is not installed next to python"
+    result = run_cli("doctor", "--json", site=site, command=[script])
+    assert result.returncode == 0, result
+    validate("doctor", result.json())
+
+
+@pytest.mark.parametrize(
+    "args", [(), ("plugins",), ("doctor", "--bogus"), ("frobnicate",), ("plugins", "list", "-x")]
+)
+def test_usage_errors_exit_2(site: Site, args: tuple[str, ...]) -> None:
+    result = site.run(*args)
+    assert result.returncode == 2, result
+    assert "usage: cardcage" in result.stderr
+
+
+def test_version_names_both_core_distributions(site: Site) -> None:
+    result = site.run("--version")
+    assert result.returncode == 0, result
+    assert "cardcage-core-platforms" in result.stdout
+    assert "cardcage-core-hooks" in result.stdout
+
+
+# -- plugins list ------------------------------------------------------------------------------
+
+
+def test_plugins_list_shows_each_entry_point_with_distribution_and_version(site: Site) -> None:
+    site.oot("vendor-a", "alpha", version="1.2.3")
+    site.plugin("tools-x", "xhooks", version="0.4")
+    result = site.run("plugins", "list")
+    assert result.returncode == 0, result
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("GROUP"))
+    assert header.split() == [
+        "GROUP",
+        "NAME",
+        "KIND",
+        "DISTRIBUTION",
+        "VERSION",
+        "STATUS",
+        "VALUE",
+        "DETAIL",
+    ]
+    alpha = next(line for line in lines if " alpha " in line).split()
+    assert alpha[:6] == [PLATFORMS, "alpha", "platform", "vendor-a", "1.2.3", "allowed"]
+    xhooks = next(line for line in lines if " xhooks " in line).split()
+    assert xhooks[:6] == [PLUGINS, "xhooks", "general", "tools-x", "0.4", "allowed"]
+    assert "SGLANG_PLATFORM not set (automatic selection)" in result.stdout
+
+
+def test_plugins_list_json_describes_rows_and_imports_nothing(site: Site) -> None:
+    module = "ccfix_noisy"
+    site.add(
+        "noisy-plugin",
+        "2.0",
+        entry_points={PLUGINS: {"noisy": f"{module}:register"}},
+        modules={module: site.touching("noisy", "def register():\n    pass\n")},
+    )
+    document = _json(site, "plugins", "list")
+    (row,) = document["plugins"]
+    assert row == {
+        "group": PLUGINS,
+        "name": "noisy",
+        "value": f"{module}:register",
+        "distribution": "noisy-plugin",
+        "version": "2.0",
+        "location": str(site.root),
+        "kind": "general",
+        "status": "allowed",
+        "detail": row["detail"],
+    }
+    assert document["groups"][:2] == [PLATFORMS, PLUGINS]
+    assert document["profiles"][0]["selector"] is None
+    assert not site.marker("noisy").exists(), "plugins list imported a plugin"
+
+
+def test_plugins_list_reports_allowlist_selection_and_exclusion(site: Site) -> None:
+    site.add(
+        "vendor-a",
+        entry_points={PLATFORMS: {"alpha": "a_mod:activate"}, PLUGINS: {"a_hooks": "a_mod:reg"}},
+    )
+    site.add(
+        "vendor-b",
+        entry_points={PLATFORMS: {"beta": "b_mod:activate"}, PLUGINS: {"b_hooks": "b_mod:reg"}},
+    )
+    site.add("tools", entry_points={PLUGINS: {"t_hooks": "t_mod:reg", "t_extra": "t_mod:x"}})
+    document = _json(
+        site,
+        "plugins",
+        "list",
+        env={"SGLANG_PLATFORM": "alpha", "SGLANG_PLUGINS": "a_hooks,b_hooks,t_hooks"},
+    )
+    status = {row["name"]: row["status"] for row in document["plugins"]}
+    assert status == {
+        "alpha": "selected",
+        "beta": "not-selected",
+        "a_hooks": "allowed",
+        "b_hooks": "excluded",
+        "t_hooks": "allowed",
+        "t_extra": "not-allowed",
+    }
+    excluded = next(r for r in document["plugins"] if r["name"] == "b_hooks")
+    assert "vendor-b" in excluded["detail"]
+    assert document["profiles"][0]["allowlist"] == ["a_hooks", "b_hooks", "t_hooks"]
+
+
+def test_plugins_list_excludes_nothing_in_automatic_mode_and_filters_platforms(
+    site: Site,
+) -> None:
+    site.add(
+        "vendor-a",
+        entry_points={PLATFORMS: {"alpha": "a_mod:activate"}, PLUGINS: {"a_hooks": "a_mod:reg"}},
+    )
+    site.add("vendor-b", entry_points={PLATFORMS: {"beta": "b_mod:activate"}})
+    document = _json(site, "plugins", "list", env={"SGLANG_PLUGINS": "a_hooks,alpha"})
+    status = {row["name"]: row["status"] for row in document["plugins"]}
+    assert status == {"alpha": "allowed", "beta": "not-allowed", "a_hooks": "allowed"}
+
+
+def test_plugins_list_covers_other_sglang_groups_and_filters_by_group(site: Site) -> None:
+    site.add(
+        "diffusion-vendor",
+        entry_points={
+            "sglang.multimodal_gen.plugins": {"dhooks": "d_mod:register"},
+            PLUGINS: {"shooks": "d_mod:register"},
+            "unrelated.group": {"zzz": "d_mod:z"},
+        },
+    )
+    document = _json(site, "plugins", "list")
+    groups = {
+        row["name"]: (row["group"], row["kind"], row["status"]) for row in document["plugins"]
+    }
+    assert groups == {
+        "shooks": (PLUGINS, "general", "allowed"),
+        "dhooks": ("sglang.multimodal_gen.plugins", "general", "unused"),
+    }
+    only = _json(site, "plugins", "list", "--group", "sglang.multimodal_gen.plugins")
+    assert [row["name"] for row in only["plugins"]] == ["dhooks"]
+    assert only["groups"] == ["sglang.multimodal_gen.plugins"]
+
+
+def test_plugins_list_says_so_when_nothing_is_installed(site: Site) -> None:
+    result = site.run("plugins", "list")
+    assert result.returncode == 0, result
+    assert "No plugin entry points installed in: sglang.srt.platforms, sglang.srt.plugins." in (
+        result.stdout
+    )
+
+
+# -- platform ----------------------------------------------------------------------------------
+
+
+def test_platform_explains_automatic_fallback_to_the_base_platform(site: Site) -> None:
+    document = _json(site, "platform")
+    assert document["ok"] is True
+    assert document["mode"] == "automatic"
+    assert document["error"] is None
+    selection = document["selection"]
+    builtins = {c["name"]: c["outcome"] for c in selection["candidates"]}
+    assert set(builtins) <= {"cpu", "cuda", "rocm", "xpu"}
+    matched = [name for name, outcome in builtins.items() if outcome == "selected"]
+    # The base platform is chosen exactly when no built-in probe matched on this machine
+    # (always on CI: no accelerator, no torch).
+    if matched:
+        assert selection["builtin"] == matched[0]
+    else:
+        assert selection["platform"] == BASE
+        assert selection["builtin"] is None
+        assert selection["plugin"] is None
+        assert "no platform plugin activated" in selection["reason"]
+    assert document["first_access_stack"] is None
+
+    text = site.run("platform")
+    assert text.returncode == 0, text
+    assert f"SRT platform: {selection['platform']}" in text.stdout
+    assert "automatic selection: SGLANG_PLATFORM is not set" in text.stdout
+    assert "Candidates, in the order they were considered:" in text.stdout
+    if not matched:
+        assert "the base platform" in text.stdout
+
+
+def test_platform_explains_an_explicit_builtin_alias(site: Site) -> None:
+    site.oot("vendor-a", "alpha")
+    document = _json(site, "platform", env={"SGLANG_PLATFORM": "cpu"})
+    selection = document["selection"]
+    assert document["mode"] == "explicit"
+    assert document["selector"] == "cpu"
+    assert selection["platform"] == "cardcage.platforms.cpu.CpuSRTPlatform"
+    assert selection["builtin"] == "cpu"
+    assert selection["enum"] == "CPU"
+    outcomes = {c["name"]: (c["kind"], c["outcome"]) for c in selection["candidates"]}
+    assert outcomes["alpha"] == ("entry-point", "not-loaded")
+    assert outcomes["cpu"] == ("built-in", "selected")
+
+    text = site.run("platform", env={"SGLANG_PLATFORM": "cpu"})
+    assert "provided by: the built-in 'cpu' platform" in text.stdout
+    assert "explicit selection: SGLANG_PLATFORM='cpu'" in text.stdout
+
+
+def test_platform_explains_an_activated_out_of_tree_platform(site: Site) -> None:
+    module = site.oot("acme-accel", "acme", version="3.1")
+    site.platform("other-vendor", "sleepy", DECLINING_PLATFORM)
+    document = _json(site, "platform")
+    selection = document["selection"]
+    assert selection["platform"] == f"{module}.FixturePlatform"
+    assert selection["plugin"] == "acme"
+    assert selection["distribution"] == "acme-accel"
+    assert selection["version"] == "3.1"
+    assert selection["enum"] == "OOT"
+    assert selection["device_name"] == "acme"
+    outcomes = {c["name"]: c for c in selection["candidates"]}
+    assert outcomes["acme"]["outcome"] == "selected"
+    assert outcomes["acme"]["distribution"] == "acme-accel"
+    assert outcomes["acme"]["version"] == "3.1"
+    assert outcomes["sleepy"]["outcome"] == "declined"
+
+    text = site.run("platform")
+    assert text.returncode == 0, text
+    assert "provided by: platform plugin 'acme' from acme-accel 3.1" in text.stdout
+    assert "is the only one that activated" in text.stdout
+    assert "sleepy" in text.stdout
+
+
+def test_platform_typo_shows_the_suggestion_and_exits_1(site: Site) -> None:
+    site.oot("acme-accel", "acme")
+    text = site.run("platform", env={"SGLANG_PLATFORM": "acmee"})
+    assert text.returncode == 1, text
+    assert "SRT platform selection failed" in text.stdout
+    assert "PlatformNotFoundError" in text.stdout
+    assert "Did you mean 'acme'?" in text.stdout
+
+    result = site.run("platform", "--json", env={"SGLANG_PLATFORM": "acmee"})
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("platform", document)
+    assert document["ok"] is False
+    assert document["selection"] is None
+    assert document["error"]["type"] == "PlatformNotFoundError"
+    assert document["error"]["plugin"] == "acmee"
+    assert "Did you mean 'acme'?" in document["error"]["message"]
+
+
+def test_platform_activation_error_names_plugin_distribution_and_cause(site: Site) -> None:
+    site.platform("flaky-vendor", "flaky", RAISING_PLATFORM, version="0.9")
+    result = site.run("platform", "--json")
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("platform", document)
+    assert document["error"]["type"] == "PlatformActivationError"
+    assert document["error"]["plugin"] == "flaky"
+    assert document["error"]["distribution"] == "flaky-vendor"
+    assert document["error"]["version"] == "0.9"
+    assert document["error"]["cause"] == "RuntimeError: driver exploded"
+    text = site.run("platform")
+    assert "plugin 'flaky', distribution flaky-vendor 0.9" in text.stdout
+    assert "caused by: RuntimeError: driver exploded" in text.stdout
+
+
+def test_platform_verbose_shows_the_first_access_stack(site: Site) -> None:
+    document = _json(site, "platform", "-v")
+    stack = document["first_access_stack"].rstrip().splitlines()
+    assert "in collect_platform" in stack[-2]
+    assert "get_current_platform()" in stack[-1]
+    text = site.run("platform", "--verbose")
+    assert "First access to current_platform:" in text.stdout
+    assert "First access to current_platform:" not in site.run("platform").stdout
+
+
+# -- hooks -------------------------------------------------------------------------------------
+
+
+def _hook_fixtures(site: Site) -> None:
+    site.module("ccfix_target", "def greet(name):\n    return 'hello ' + name\n")
+    site.plugin(
+        "greeter-hooks",
+        "greeter",
+        version="2.5",
+        source="""
+        from cardcage.hooks import HookRegistry, HookType
+
+
+        def shout(result, *args, **kwargs):
+            return result.upper()
+
+
+        def register():
+            HookRegistry.register("ccfix_target.greet", shout, HookType.AFTER)
+            HookRegistry.register("ccfix_target.missing", shout, HookType.AFTER)
+        """,
+    )
+    site.plugin("broken-hooks", "broken", BROKEN_PLUGIN, version="0.1")
+
+
+def test_hooks_lists_each_hook_with_its_source_and_status(site: Site) -> None:
+    _hook_fixtures(site)
+    document = _json(site, "hooks")
+    assert document["ok"] is True
+    rows = {row["target"]: row for row in document["hooks"]}
+    applied = rows["ccfix_target.greet"]
+    assert applied["status"] == "applied"
+    assert applied["type"] == "AFTER"
+    assert applied["hook"].endswith(".shout")
+    assert (applied["plugin"], applied["distribution"], applied["version"]) == (
+        "greeter",
+        "greeter-hooks",
+        "2.5",
+    )
+    failed = rows["ccfix_target.missing"]
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith("HookTargetError") or "missing" in failed["error"]
+    plugins = {p["name"]: p for p in document["plugins"]}
+    assert plugins["greeter"]["status"] == "executed"
+    assert plugins["greeter"]["version"] == "2.5"
+    assert plugins["broken"]["status"] == "failed-import"
+    assert plugins["broken"]["distribution"] == "broken-hooks"
+    assert "vendor runtime libfoo.so is missing" in plugins["broken"]["detail"]
+
+
+def test_hooks_human_output_is_a_table_with_a_summary(site: Site) -> None:
+    _hook_fixtures(site)
+    result = site.run("hooks")
+    assert result.returncode == 0, result
+    out = result.stdout
+    assert "General plugins:" in out
+    greet = next(line for line in out.splitlines() if "ccfix_target.greet" in line).split()
+    assert greet[:3] == ["ccfix_target.greet", "1", "AFTER"]
+    assert greet[-4:] == ["greeter", "greeter-hooks", "2.5", "applied"]
+    assert "! ccfix_target.missing:" in out
+    assert "Hooks: 1 applied, 1 failed, 0 pending" in out
+
+
+def test_hooks_in_deferred_mode_are_pending_until_their_module_is_imported(site: Site) -> None:
+    _hook_fixtures(site)
+    document = _json(site, "hooks", env={"CARDCAGE_DEFERRED_HOOKS": "1"})
+    greet = next(row for row in document["hooks"] if row["target"] == "ccfix_target.greet")
+    assert (greet["status"], greet["pending_module"]) == ("pending", "ccfix_target")
+    text = site.run("hooks", env={"CARDCAGE_DEFERRED_HOOKS": "1"})
+    assert "pending (ccfix_target)" in text.stdout
+
+
+def test_verbose_logs_cardcage_records_to_stderr_only_when_asked(site: Site) -> None:
+    _hook_fixtures(site)
+    quiet = site.run("hooks")
+    assert "cardcage.hooks.loader" not in quiet.stderr
+    loud = site.run("hooks", "-v")
+    assert loud.returncode == 0, loud
+    assert "INFO cardcage.hooks.loader:" in loud.stderr
+    assert "Traceback" not in loud.stdout
+    listing = site.run("plugins", "list", "-v")
+    assert "LOCATION" in listing.stdout
+    assert str(site.root) in listing.stdout
+
+
+def test_hooks_reports_a_loader_error_and_exits_1(site: Site) -> None:
+    site.plugin("dup-one", "same")
+    site.plugin("dup-two", "same")
+    result = site.run("hooks", "--json")
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("hooks", document)
+    assert document["ok"] is False
+    assert document["error"]["type"] == "DuplicatePluginError"
+    assert "dup-one" in document["error"]["message"]
+    assert "dup-two" in document["error"]["message"]
+    text = site.run("hooks")
+    assert "load_plugins() failed:" in text.stdout
+
+
+def test_hooks_json_stays_parseable_when_a_plugin_prints(site: Site) -> None:
+    site.plugin("chatty", "chatty", 'print("hello from a plugin")\n\ndef register():\n    pass\n')
+    result = site.run("hooks", "--json")
+    assert result.returncode == 0, result
+    validate("hooks", result.json())
+    assert "hello from a plugin" in result.stderr
+
+
+# -- env ---------------------------------------------------------------------------------------
+
+
+def test_env_json_lists_every_variable_with_raw_parsed_or_error(site: Site) -> None:
+    site.plugin("tools-x", "xhooks", version="0.4")
+    document = _json(
+        site,
+        "env",
+        env={
+            "SGLANG_PLUGINS": " b , a ",
+            "CARDCAGE_STRICT_HOOKS": "yes",
+            "CARDCAGE_STRICT_HOOK": "1",
+            "SGLANG_API_KEY": "hunter2",
+        },
+    )
+    variables = {v["name"]: v for v in document["variables"]}
+    assert {"SGLANG_PLATFORM", "SGLANG_PLUGINS", "SGLANG_USE_CPU_ENGINE"} <= set(variables)
+    plugins = variables["SGLANG_PLUGINS"]
+    assert (plugins["set"], plugins["raw"], plugins["value"], plugins["error"]) == (
+        True,
+        " b , a ",
+        ["a", "b"],
+        None,
+    )
+    strict = variables["CARDCAGE_STRICT_HOOKS"]
+    assert strict["value"] is None
+    assert "CARDCAGE_STRICT_HOOKS='yes' is not valid" in strict["error"]
+    assert strict["default"] is False
+    cpu = variables["SGLANG_USE_CPU_ENGINE"]
+    assert (cpu["set"], cpu["raw"], cpu["distribution"]) == (False, None, "cardcage-core-platforms")
+    assert cpu["description"]
+    assert {"cardcage.hooks.envs", "cardcage.platforms.envs"} <= set(document["registries"])
+    names = {d["name"] for d in document["distributions"]}
+    assert {"cardcage-core-hooks", "cardcage-core-platforms"} <= names
+    assert document["plugin_distributions"] == [
+        {"name": "tools-x", "version": "0.4", "groups": [PLUGINS]}
+    ]
+    others = {v["name"]: v["raw"] for v in document["other_variables"]}
+    assert others == {"CARDCAGE_STRICT_HOOK": "1", "SGLANG_API_KEY": "<redacted>"}
+    assert document["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+
+
+def test_env_human_output_shows_values_defaults_and_errors(site: Site) -> None:
+    result = site.run("env", env={"CARDCAGE_DEFERRED_HOOKS": "2", "SGLANG_PLATFORM": "cpu"})
+    assert result.returncode == 0, result
+    out = result.stdout
+    assert f"Python {'.'.join(map(str, sys.version_info[:3]))}" in out
+    assert "cardcage-core-platforms" in out
+    assert "SGLANG_PLATFORM = \"cpu\" (raw 'cpu')" in out
+    assert "CARDCAGE_DEFERRED_HOOKS = INVALID raw '2'" in out
+    assert "SGLANG_USE_CPU_ENGINE = not set (default: false)" in out
+
+
+# -- doctor ------------------------------------------------------------------------------------
+
+
+def test_doctor_is_clean_without_plugins(site: Site) -> None:
+    for args in (("doctor",), ("doctor", "--strict")):
+        result = site.run(*args)
+        assert result.returncode == 0, result
+        assert "No problems found." in result.stdout
+    document = _json(site, "doctor", "--strict")
+    assert document["ok"] is True
+    assert document["findings"] == []
+    assert document["summary"] == {"errors": 0, "warnings": 0, "info": 0}
+
+
+def test_doctor_is_clean_with_healthy_plugins(site: Site) -> None:
+    site.oot("acme-accel", "acme")
+    site.platform("other-vendor", "sleepy", DECLINING_PLATFORM)
+    site.plugin("tools-x", "xhooks")
+    result = site.run("doctor", "--strict", "--json")
+    assert result.returncode == 0, result
+    document = result.json()
+    validate("doctor", document)
+    assert document["ok"] is True
+    assert document["checked"]["entry_points"] == 3
+
+
+def _duplicate(site: Site) -> dict[str, str]:
+    site.plugin("dup-one", "same", version="1.0")
+    site.plugin("dup-two", "same", version="2.0")
+    return {}
+
+
+def _multiple(site: Site) -> dict[str, str]:
+    site.oot("acme-accel", "acme")
+    site.oot("zeta-accel", "zeta")
+    return {}
+
+
+def _raising(site: Site) -> dict[str, str]:
+    site.platform("flaky-vendor", "flaky", RAISING_PLATFORM)
+    return {}
+
+
+def _invalid_class(site: Site) -> dict[str, str]:
+    site.platform("lazy-vendor", "lazy", OOT_PLATFORM.replace("_enum = PlatformEnum.OOT", "pass"))
+    return {}
+
+
+def _unmatched_allowlist(site: Site) -> dict[str, str]:
+    site.plugin("tools-x", "xhooks")
+    return {"SGLANG_PLUGINS": "xhooks,xhoks"}
+
+
+def _broken_import(site: Site) -> dict[str, str]:
+    site.plugin("broken-hooks", "broken", BROKEN_PLUGIN)
+    return {}
+
+
+def _unknown_selector(site: Site) -> dict[str, str]:
+    site.oot("acme-accel", "acme")
+    return {"SGLANG_PLATFORM": "acmee"}
+
+
+def _declined_selected(site: Site) -> dict[str, str]:
+    site.platform("other-vendor", "sleepy", DECLINING_PLATFORM)
+    return {"SGLANG_PLATFORM": "sleepy"}
+
+
+def _reserved(site: Site) -> dict[str, str]:
+    site.oot("squatter", "cuda")
+    return {"SGLANG_PLATFORM": "cpu"}
+
+
+def _invalid_env(site: Site) -> dict[str, str]:
+    del site
+    return {"SGLANG_USE_CPU_ENGINE": "yes"}
+
+
+FINDINGS = {
+    "duplicate-entry-point": _duplicate,
+    "multiple-platforms": _multiple,
+    "platform-activation-failed": _raising,
+    "invalid-platform-class": _invalid_class,
+    "allowlist-unmatched": _unmatched_allowlist,
+    "plugin-import-failed": _broken_import,
+    "unknown-platform-selector": _unknown_selector,
+    "selected-platform-unavailable": _declined_selected,
+    "reserved-platform-name": _reserved,
+    "invalid-env-var": _invalid_env,
+}
+
+
+@pytest.mark.parametrize("code", sorted(FINDINGS))
+def test_doctor_strict_fails_on_each_finding_and_plain_doctor_does_not(
+    site: Site, code: str
+) -> None:
+    env = FINDINGS[code](site)
+    plain = site.run("doctor", "--json", env=env)
+    assert plain.returncode == 0, plain
+    strict = site.run("doctor", "--strict", "--json", env=env)
+    assert strict.returncode == 1, strict
+    document = strict.json()
+    validate("doctor", document)
+    assert document["ok"] is False
+    assert _codes(document) == [code]
+    (finding,) = document["findings"]
+    assert finding["message"]
+    assert finding["fix"]
+
+
+def test_doctor_duplicate_names_both_distributions_with_versions(site: Site) -> None:
+    _duplicate(site)
+    (finding,) = _json(site, "doctor")["findings"]
+    assert finding["group"] == PLUGINS
+    assert finding["plugin"] == "same"
+    assert finding["distributions"] == [
+        {"name": "dup-one", "version": "1.0"},
+        {"name": "dup-two", "version": "2.0"},
+    ]
+    assert "dup-one 1.0" in finding["message"]
+    assert "dup-two 2.0" in finding["message"]
+
+
+def test_doctor_multiple_platforms_names_each_and_the_variable_to_set(site: Site) -> None:
+    _multiple(site)
+    (finding,) = _json(site, "doctor")["findings"]
+    assert finding["severity"] == "error"
+    assert [d["name"] for d in finding["distributions"]] == ["acme-accel", "zeta-accel"]
+    assert "Set SGLANG_PLATFORM to one of: 'acme', 'zeta'" in finding["fix"]
+    # With a selector, several activatable platforms are not a problem.
+    selected = _json(site, "doctor", env={"SGLANG_PLATFORM": "acme"})
+    assert selected["findings"] == []
+
+
+def test_doctor_reports_a_raising_activate_with_type_and_message(site: Site) -> None:
+    _raising(site)
+    (finding,) = _json(site, "doctor")["findings"]
+    assert finding["severity"] == "error"
+    assert "RuntimeError: driver exploded" in finding["message"]
+    assert finding["distributions"] == [{"name": "flaky-vendor", "version": "1.0"}]
+    assert "RuntimeError: driver exploded" in finding["traceback"]
+    # Not selected: it cannot break this start-up, but it is still worth a warning.
+    site.oot("acme-accel", "acme")
+    (other,) = _json(site, "doctor", env={"SGLANG_PLATFORM": "acme"})["findings"]
+    assert (other["code"], other["severity"]) == ("platform-activation-failed", "warning")
+
+
+def test_doctor_reports_broken_imports_with_exception_type_and_message(site: Site) -> None:
+    _broken_import(site)
+    (finding,) = _json(site, "doctor")["findings"]
+    assert "ImportError: vendor runtime libfoo.so is missing" in finding["message"]
+    assert finding["distributions"] == [{"name": "broken-hooks", "version": "1.0"}]
+    text = site.run("doctor", "--strict")
+    assert text.returncode == 1, text
+    assert "ERROR: plugin-import-failed [sglang.srt.plugins]" in text.stdout
+    assert "1 error(s), 0 warning(s)." in text.stdout
+    assert "Traceback" not in text.stdout
+    assert "Traceback" in site.run("doctor", "-v").stdout
+
+
+def test_doctor_suggests_close_names_for_typos(site: Site) -> None:
+    env = _unknown_selector(site)
+    (finding,) = _json(site, "doctor", env=env)["findings"]
+    assert "Did you mean 'acme'?" in finding["message"]
+    site.plugin("tools-x", "xhooks")
+    (allow,) = _json(site, "doctor", env={"SGLANG_PLUGINS": "acme,xhoks"})["findings"]
+    assert allow["code"] == "allowlist-unmatched"
+    assert allow["severity"] == "warning"
+    assert "Did you mean 'xhooks'?" in allow["message"]
+
+
+def test_doctor_json_stays_parseable_when_a_plugin_prints(site: Site) -> None:
+    site.plugin("chatty", "chatty", 'print("hello from a plugin")\n\ndef register():\n    pass\n')
+    result = site.run("doctor", "--strict", "--json")
+    assert result.returncode == 0, result
+    assert result.json()["ok"] is True
+    assert "hello from a plugin" in result.stderr
