@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import nox
@@ -120,6 +121,42 @@ def tests_core_platforms_torch(session: nox.Session) -> None:
     session.run("pytest", "packages/core-platforms/tests", "-m", "torch", *session.posargs)
 
 
+def _demo_wheels(session: nox.Session, demo: str) -> list[str]:
+    return build_wheels(
+        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / demo
+    )
+
+
+@nox.session(name="tests-demo-cpu", python=PYTHON)
+def tests_demo_cpu(session: nox.Session) -> None:
+    """cardcage-demo-cpu with only its declared dependencies (no torch)."""
+    session.install(*_demo_wheels(session, "demo-cpu"), *PYTEST)
+    assert_not_installed(session, "torch", "numpy", "zmq")
+    session.run("pytest", "packages/demo-cpu/tests", *session.posargs)
+
+
+@nox.session(name="tests-demo-cpu-torch", python=PYTHON)
+def tests_demo_cpu_torch(session: nox.Session) -> None:
+    """demo-cpu's torch extra on the CPU build: get_device, inference_mode, init_backend threads."""
+    session.install(*_demo_wheels(session, "demo-cpu"), *PYTEST, TORCH)
+    session.run("pytest", "packages/demo-cpu/tests", "-m", "torch", *session.posargs)
+
+
+@nox.session(name="tests-demo-cuda", python=PYTHON)
+def tests_demo_cuda(session: nox.Session) -> None:
+    """cardcage-demo-cuda without torch; GPU tests skip with a reason on machines without one."""
+    session.install(*_demo_wheels(session, "demo-cuda"), *PYTEST)
+    assert_not_installed(session, "torch", "numpy", "zmq")
+    session.run("pytest", "packages/demo-cuda/tests", *session.posargs)
+
+
+@nox.session(name="tests-demo-cuda-torch", python=PYTHON)
+def tests_demo_cuda_torch(session: nox.Session) -> None:
+    """demo-cuda with torch installed (a CPU build here: init_backend fails clearly, no GPU)."""
+    session.install(*_demo_wheels(session, "demo-cuda"), *PYTEST, TORCH)
+    session.run("pytest", "packages/demo-cuda/tests", *session.posargs)
+
+
 @nox.session(name="scenario-general-plugins", python=PYTHON)
 def scenario_general_plugins(session: nox.Session) -> None:
     """core-hooks + fixture plugin distributions: discovery, allowlist, exclusion, failures."""
@@ -128,6 +165,46 @@ def scenario_general_plugins(session: nox.Session) -> None:
     )
     session.install(*build_wheels(session, PACKAGES / "core-hooks", *fixtures), *PYTEST)
     session.run("pytest", "tests_integration/general_plugins", *session.posargs)
+
+
+@nox.session(name="scenario-platforms", python=PYTHON)
+def scenario_platforms(session: nox.Session) -> None:
+    """Platform discovery, multiple activation, exclusion and failure policy, end to end.
+
+    The core packages go into the venv; every platform distribution goes into its own
+    ``pip install --target`` site, and each test case puts the sites it wants on PYTHONPATH: one
+    venv, any combination of installed vendors, all from built wheels.
+    """
+    general = FIXTURES / "general"
+    platforms = sorted(
+        p for p in (FIXTURES / "platforms").iterdir() if (p / "pyproject.toml").exists()
+    )
+    vendors = [
+        PACKAGES / "demo-cpu",
+        PACKAGES / "demo-cuda",
+        general / "cc-fixture-broken",
+        *platforms,
+    ]
+    core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms", general / "cc-fixture-target"]
+    wheels = build_wheels(session, *core, *vendors)
+    by_project = {Path(w).name.split("-")[0]: w for w in wheels}
+
+    def wheel_of(project: Path) -> str:
+        with (project / "pyproject.toml").open("rb") as handle:
+            name = tomllib.load(handle)["project"]["name"]
+        return by_project[name.replace("-", "_")]
+
+    session.install(*(wheel_of(p) for p in core), *PYTEST, JSONSCHEMA)
+    sites = Path(session.create_tmp()) / "sites"
+    for project in vendors:
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps",
+            "--target", str(sites / project.name), wheel_of(project),
+        )  # fmt: skip
+    session.run(
+        "pytest", "tests_integration/platforms", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites)},
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)

@@ -1,9 +1,10 @@
 """MkDocs hook: generate the environment-variable table from the packages' typed registries.
 
 Every cardcage distribution declares the variables it reads in one ``EnvRegistry`` named
-``ENV_VARS`` in its ``envs`` module (``cardcage.hooks.envs`` today). This hook replaces the marker
-``<!-- cardcage:env-table -->`` in a page with a Markdown table built from those registries, so the
-documented names, kinds, defaults and meanings are the ones the code uses and cannot drift.
+``ENV_VARS`` in its ``envs`` module (``cardcage.hooks.envs`` and ``cardcage.platforms.envs``
+today). This hook replaces the marker ``<!-- cardcage:env-table -->`` in a page with a Markdown
+table built from those registries, so the documented names, kinds, defaults and meanings are the
+ones the code uses and cannot drift.
 
 Which registries are read:
 
@@ -41,10 +42,6 @@ KNOWN_MODULES = (
 # Variables DESIGN.md names for packages that are not built yet: listed under PLANNED_MARKER only
 # while no registry declares them, so the page never shows a variable twice.
 PLANNED = {
-    "SGLANG_USE_CPU_ENGINE": (
-        "cardcage-core-platforms",
-        "`1` makes the SRT fallback chain pick the CPU platform.",
-    ),
     "SGLANG_DIFFUSION_PLATFORM_OVERRIDE": (
         "cardcage-diffusion-runtime",
         "Diffusion: a built-in alias (`cpu`, `cuda`, `rocm`, `mps`, `npu`, `musa`; `xpu` is "

@@ -57,7 +57,7 @@ def get_current_platform() -> SRTPlatform:
         raise PlatformReentrancyError(
             f"current_platform was accessed while the platform is being resolved, from {who}. "
             "activate() and the platform's constructor must not touch current_platform: keep "
-            "activate() import-safe and move device set-up to init_backend().",
+            "activate() import-safe and move device set-up to init_backend()",
             plugin=ep.name if ep else None,
             distribution=ep.dist_name if ep else None,
         )
@@ -69,7 +69,7 @@ def get_current_platform() -> SRTPlatform:
         _state.resolving_thread = me
         try:
             selected, record = select_platform(srt_policy(_state.probes))
-        except BaseException as exc:
+        except Exception as exc:  # KeyboardInterrupt & co. are not a verdict on the platform
             _state.error = exc
             raise
         finally:

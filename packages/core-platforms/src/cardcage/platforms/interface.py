@@ -2,7 +2,8 @@
 
 The seed's ``sglang.srt.platforms.interface``. A vendor subclasses it together with its device
 mixin (``class MySRTPlatform(SRTPlatform, MyDeviceMixin)``; either base order works because this
-class defines no device operations) and overrides the factories its hardware needs. The runtime
+class defines no device operation, ``is_pin_memory_available`` included: that one belongs to the
+device mixin, as in the seed's table) and overrides the factories its hardware needs. The runtime
 consults the factories only for out-of-tree platforms; in-tree platforms keep their own tables.
 
 Import-safe: nothing but the device mixin at module scope.
@@ -32,9 +33,6 @@ class SRTPlatform(DeviceMixin):
     # -- capability flags ---------------------------------------------------------------------
     def supports_fp8(self) -> bool:
         return False
-
-    def is_pin_memory_available(self, device: Any = None) -> bool:
-        return True
 
     def support_cuda_graph(self) -> bool:
         return False

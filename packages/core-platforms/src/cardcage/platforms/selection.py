@@ -35,7 +35,7 @@ from cardcage.hooks.loader import read_allowlist
 from cardcage.hooks.profile import RuntimeProfile
 from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
 
-from .device_mixin import PlatformEnum
+from .device_mixin import DeviceMixin, PlatformEnum
 from .errors import (
     InvalidPlatformClassError,
     MultiplePlatformsError,
@@ -177,6 +177,14 @@ def _validate_names(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
             )
 
 
+def _defined_by_base_mixin(cls: type, attr: str) -> bool:
+    """True when ``attr`` comes from ``DeviceMixin`` itself: the class never chose a value."""
+    for klass in cls.__mro__:
+        if attr in klass.__dict__:
+            return klass is DeviceMixin
+    return True
+
+
 def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
     """Load one platform entry point and call its ``activate()``; errors name the plugin."""
     group = policy.profile.platform_group
@@ -249,8 +257,11 @@ def load_platform_class(
             problems.append(f"_enum = PlatformEnum.OOT (it has {getattr(obj, '_enum', None)})")
         for attr in ("device_name", "device_type"):
             value = getattr(obj, attr, "")
-            if not isinstance(value, str) or not value or value == "unknown":
-                problems.append(f"a non-empty {attr} (it has {value!r})")
+            inherited_default = _defined_by_base_mixin(obj, attr)
+            if inherited_default:
+                problems.append(f"its own non-empty {attr} (it inherits DeviceMixin's {value!r})")
+            elif not isinstance(value, str) or not value or value == "unknown":
+                problems.append(f"a non-empty {attr} other than 'unknown' (it has {value!r})")
         if problems:
             raise InvalidPlatformClassError(
                 f"External platform class {qualname} (from {who}) must set "
@@ -388,7 +399,7 @@ def _select_automatic(
     profile = policy.profile
     allowed = read_allowlist(profile) if policy.allowlist_filters_automatic else None
     activated: list[tuple[PluginEntryPoint, str]] = []
-    for ep in sorted(eps, key=lambda e: ((e.dist_name or "").lower(), e.name)):
+    for ep in sorted(eps, key=lambda e: (e.dist.normalized_name if e.dist else "", e.name)):
         if allowed is not None and ep.name not in allowed:
             record.candidates.append(
                 _candidate(ep, "not-allowed", f"not in {profile.allowlist_env}")

@@ -48,6 +48,9 @@ class XpuDeviceMixin(DeviceMixin):
     def get_torch_distributed_backend_str(self) -> str:
         return "xccl"
 
+    def is_pin_memory_available(self, device: Any = None) -> bool:
+        return str(device) != "cpu"
+
     def empty_cache(self) -> None:
         require_torch("empty_cache()").xpu.empty_cache()
 

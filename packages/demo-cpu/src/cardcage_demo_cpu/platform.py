@@ -1,0 +1,128 @@
+"""``DemoCpuSRTPlatform``: what the SRT runtime asks of the demo_cpu device.
+
+``activate()`` names this class; selection checks it (an ``SRTPlatform`` subclass with
+``_enum = OOT``, ``device_name`` and ``device_type``), constructs it with no arguments and
+publishes it as ``current_platform``. The constructor therefore does nothing: device set-up
+belongs in ``init_backend()``, which every worker calls before it builds the model.
+
+The device mixin comes first in the bases: ``SRTPlatform`` defines no device operations, so either
+order works today, but mixin-first guarantees your device's answers win over any default the
+base might gain.
+
+Import-safe: stdlib and cardcage only; torch is imported inside ``init_backend()``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from typing import Any
+
+from cardcage.platforms.interface import SRTPlatform
+
+from .device import DemoCpuDeviceMixin
+from .envs import CARDCAGE_DEMO_CPU_THREADS
+
+__all__ = ["DemoCpuSRTPlatform", "usable_cpu_count"]
+
+logger = logging.getLogger(__name__)
+
+
+def usable_cpu_count() -> int:
+    """CPUs this process may run on (its affinity mask), not every CPU of the host."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
+    """The host CPU through torch's portable kernels: no graphs, no fp8, no quantization."""
+
+    #: Quantization methods ``verify_quantization`` accepts; none have CPU kernels here.
+    supported_quantization: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Threads ``init_backend()`` gave torch; None until it ran with torch installed.
+        self.intra_op_threads: int | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def apply_server_args_defaults(self, server_args: Any) -> None:
+        """Fill in what this device needs, after the user's arguments are parsed.
+
+        * ``attention_backend``: ``get_default_attention_backend()`` when unset (None);
+        * ``device``: ``device_type`` ("cpu") when unset (None);
+        * ``disable_cuda_graph``: always True, because the CPU cannot capture graphs; a user's
+          False is overridden with an INFO line saying so.
+
+        A value the user set is never replaced, except where the device cannot honour it.
+        """
+        if getattr(server_args, "attention_backend", None) is None:
+            server_args.attention_backend = self.get_default_attention_backend()
+        if getattr(server_args, "device", None) is None:
+            server_args.device = self.device_type
+        if getattr(server_args, "disable_cuda_graph", None) is False:
+            logger.info("%s cannot capture graphs: setting disable_cuda_graph=True", self)
+        server_args.disable_cuda_graph = True
+
+    def init_backend(self) -> None:
+        """Give torch one intra-op thread per usable CPU, once per worker.
+
+        torch's default thread count is the host's CPU count, which oversubscribes a worker
+        pinned to fewer CPUs (taskset, cgroups cpusets, several workers per host).
+        ``CARDCAGE_DEMO_CPU_THREADS`` overrides the count; without torch there is nothing to set
+        up and this does nothing.
+        """
+        threads = CARDCAGE_DEMO_CPU_THREADS.get() or usable_cpu_count()
+        if importlib.util.find_spec("torch") is None:
+            logger.debug("%s.init_backend(): torch is not installed, nothing to set up", self)
+            return
+        import torch
+
+        torch.set_num_threads(threads)
+        self.intra_op_threads = torch.get_num_threads()
+        logger.debug("%s.init_backend(): torch intra-op threads = %d", self, threads)
+
+    # -- capability flags -------------------------------------------------------------------
+    def supports_fp8(self) -> bool:
+        return False
+
+    def support_cuda_graph(self) -> bool:
+        return False
+
+    def support_piecewise_cuda_graph(self) -> bool:
+        return False
+
+    # -- subsystem factories ----------------------------------------------------------------
+    def get_default_attention_backend(self) -> str:
+        """torch's scaled-dot-product attention: portable, needs no custom kernels."""
+        return "torch_native"
+
+    def get_compile_backend(self, mode: str | None = None) -> str:
+        """Inductor generates C++/OpenMP code for CPU in every compile mode."""
+        return "inductor"
+
+    def get_dispatch_key_name(self) -> str:
+        """``native``: multi-platform ops run their portable ``forward_native()``."""
+        return "native"
+
+    def get_quantization_config(self, quantization: str) -> type | None:
+        """No hardware-specific configs: raise for what we cannot run, else the default."""
+        self.verify_quantization(quantization)
+        return None
+
+    def verify_quantization(self, quant: str) -> None:
+        """[Planned] Refuse quantization methods this device has no kernels for."""
+        if quant and quant not in self.supported_quantization:
+            supported = ", ".join(self.supported_quantization) or "none"
+            raise ValueError(
+                f"{self.device_name} cannot run quantization {quant!r} (supported: {supported}). "
+                "Drop --quantization or select another platform with SGLANG_PLATFORM."
+            )
+
+    # The class factories (get_graph_runner_cls, get_mha/mla/dsa_kv_pool_cls,
+    # get_paged_allocator_cls, get_piecewise_backend_cls) return runtime classes. This device
+    # captures no graphs and uses the runtime's default pools, so it keeps SRTPlatform's
+    # NotImplementedError; override them when your device needs its own.

@@ -1,0 +1,31 @@
+"""Shared fixtures: every test starts with none of the variables that steer activation set."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from cardcage.platforms.testing import reset_current_platform
+from cardcage_demo_cpu.hooks import STATS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+STEERING = ("CARDCAGE_DEMO_CPU", "CARDCAGE_DEMO_CPU_THREADS", "SGLANG_PLATFORM", "SGLANG_PLUGINS")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here too, so the tests run outside the monorepo (a copied template) as well.
+    config.addinivalue_line(
+        "markers", "torch: needs PyTorch (the torch extra); skipped with a reason without it"
+    )
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in STEERING:
+        monkeypatch.delenv(name, raising=False)
+    yield
+    reset_current_platform()
+    STATS.reset()

@@ -1,0 +1,122 @@
+"""``DemoCudaSRTPlatform``: what the SRT runtime asks of the demo_cuda device.
+
+``activate()`` names this class; selection checks it (an ``SRTPlatform`` subclass with
+``_enum = OOT``, ``device_name`` and ``device_type``), constructs it with no arguments and
+publishes it as ``current_platform``. The constructor therefore does nothing: device set-up
+belongs in ``init_backend()``, which every worker calls before it builds the model.
+
+The device mixin comes first in the bases: ``SRTPlatform`` defines no device operations, so either
+order works today, but mixin-first guarantees your device's answers win over any default the
+base might gain.
+
+Import-safe: stdlib and cardcage only; torch is imported inside the methods that need it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from cardcage.platforms.errors import PlatformUnavailableError, TorchNotInstalledError
+from cardcage.platforms.interface import SRTPlatform
+
+from . import ENTRY_POINT_NAME
+from .device import DemoCudaDeviceMixin
+from .envs import CARDCAGE_DEMO_CUDA_ALLOW_TF32
+
+__all__ = ["DemoCudaSRTPlatform"]
+
+logger = logging.getLogger(__name__)
+
+_FP8_SINCE = (8, 9)  # Ada Lovelace and later have fp8 tensor cores
+_HOPPER = 9
+
+
+class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
+    """NVIDIA GPUs: CUDA graphs, piecewise graphs, fp8 from SM 8.9."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def apply_server_args_defaults(self, server_args: Any) -> None:
+        """Fill in what this device needs, after the user's arguments are parsed.
+
+        * ``attention_backend``: ``get_default_attention_backend()`` when unset (None);
+        * ``device``: ``device_type`` ("cuda") when unset (None).
+
+        A value the user set is never replaced.
+        """
+        if getattr(server_args, "attention_backend", None) is None:
+            server_args.attention_backend = self.get_default_attention_backend()
+        if getattr(server_args, "device", None) is None:
+            server_args.device = self.device_type
+
+    def init_backend(self) -> None:
+        """Per-worker set-up before the model is built.
+
+        1. fail now, with the fix, if torch cannot use a GPU (a CPU-only torch build, or
+           ``CUDA_VISIBLE_DEVICES`` hiding every GPU after ``activate()`` ran);
+        2. bind the worker to its GPU: ``LOCAL_RANK`` (set by torchrun and most launchers)
+           modulo the visible GPU count; without it the current device stays as it is;
+        3. when ``CARDCAGE_DEMO_CUDA_ALLOW_TF32`` is set, TF32 on (1) or off (0) for float32
+           matmuls and cuDNN convolutions; unset leaves torch's defaults alone.
+        """
+        try:
+            import torch
+        except ModuleNotFoundError as exc:
+            raise TorchNotInstalledError(f"{type(self).__name__}.init_backend()") from exc
+        if not torch.cuda.is_available():
+            raise PlatformUnavailableError(
+                f"{self.device_name} was selected but torch {torch.__version__} cannot use a GPU "
+                f"(torch.version.cuda={torch.version.cuda}, CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Install a CUDA build of torch or "
+                "select another platform with SGLANG_PLATFORM.",
+                plugin=ENTRY_POINT_NAME,
+                distribution="cardcage-demo-cuda",
+            )
+        local_rank = os.environ.get("LOCAL_RANK", "").strip()
+        if local_rank.isdigit():
+            self.set_device(int(local_rank) % torch.cuda.device_count())
+        if CARDCAGE_DEMO_CUDA_ALLOW_TF32.is_set():
+            allow_tf32 = CARDCAGE_DEMO_CUDA_ALLOW_TF32.get()
+            torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+            torch.backends.cudnn.allow_tf32 = allow_tf32
+        logger.debug(
+            "%s.init_backend(): device %d, float32 matmul precision %s",
+            self,
+            torch.cuda.current_device(),
+            torch.get_float32_matmul_precision(),
+        )
+
+    # -- capability flags -------------------------------------------------------------------
+    def supports_fp8(self) -> bool:
+        capability = self.get_device_capability()
+        return capability is not None and capability >= _FP8_SINCE
+
+    def support_cuda_graph(self) -> bool:
+        return True
+
+    def support_piecewise_cuda_graph(self) -> bool:
+        return True
+
+    # -- subsystem factories ----------------------------------------------------------------
+    def get_default_attention_backend(self) -> str:
+        """FlashAttention 3 on Hopper, FlashInfer elsewhere."""
+        capability = self.get_device_capability()
+        return "fa3" if capability is not None and capability.major == _HOPPER else "flashinfer"
+
+    def get_compile_backend(self, mode: str | None = None) -> str:
+        """Inductor generates Triton kernels for CUDA in every compile mode."""
+        return "inductor"
+
+    def get_dispatch_key_name(self) -> str:
+        """``cuda``: multi-platform ops run their ``forward_cuda()`` kernels."""
+        return "cuda"
+
+    def get_quantization_config(self, quantization: str) -> type | None:
+        """None: the runtime's default config serves every method this device supports."""
+        return None
+
+    # The class factories (get_graph_runner_cls, get_mha/mla/dsa_kv_pool_cls,
+    # get_paged_allocator_cls, get_piecewise_backend_cls) return runtime classes; this demo
+    # relies on the runtime's CUDA defaults and keeps SRTPlatform's NotImplementedError.
+    # Override them when your device needs its own.
