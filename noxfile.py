@@ -38,6 +38,7 @@ JSONSCHEMA = "jsonschema==4.26.0"
 # Always pinned: this version's CPU wheel lies on the project's machines; an unpinned torch would
 # pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
+PYZMQ = "pyzmq==27.3.0"
 
 
 @functools.cache
@@ -155,6 +156,29 @@ def tests_demo_cuda_torch(session: nox.Session) -> None:
     """demo-cuda with torch installed (a CPU build here: init_backend fails clearly, no GPU)."""
     session.install(*_demo_wheels(session, "demo-cuda"), *PYTEST, TORCH)
     session.run("pytest", "packages/demo-cuda/tests", *session.posargs)
+
+
+@nox.session(name="tests-shm-broadcast", python=PYTHON)
+def tests_shm_broadcast(session: nox.Session) -> None:
+    """cardcage-shm-broadcast with only its declared dependencies (no torch): real processes,
+    real shared memory, real sockets."""
+    session.install(
+        *build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "shm-broadcast"), *PYTEST, PYZMQ
+    )
+    assert_not_installed(session, "torch", "numpy")
+    session.run("pytest", "packages/shm-broadcast/tests", *session.posargs)
+
+
+@nox.session(name="tests-shm-broadcast-torch", python=PYTHON)
+def tests_shm_broadcast_torch(session: nox.Session) -> None:
+    """create_from_process_group over a real gloo process group (CPU torch)."""
+    session.install(
+        *build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "shm-broadcast"),
+        *PYTEST,
+        PYZMQ,
+        TORCH,
+    )
+    session.run("pytest", "packages/shm-broadcast/tests", "-m", "torch", *session.posargs)
 
 
 @nox.session(name="scenario-general-plugins", python=PYTHON)

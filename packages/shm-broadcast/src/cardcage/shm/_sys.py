@@ -1,0 +1,154 @@
+"""Operating-system primitives: futex park/wake, a full memory fence, process identity.
+
+Everything here is Linux-first with safe fallbacks: without a usable ``futex`` syscall
+(non-Linux, unknown ISA) ``futex_wait`` degrades to a short sleep, so waits stay correct (every
+park is bounded by a timeout) and merely wake later.
+
+Import-safe: stdlib only; no subprocesses, nothing cached that a ``fork`` would make stale except
+the libc handle (valid in the child).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+import threading
+import time
+
+__all__ = [
+    "FUTEX_AVAILABLE",
+    "WEAKLY_ORDERED",
+    "fence",
+    "futex_wait",
+    "futex_wake",
+    "process_start_time",
+    "pid_alive",
+    "pid_namespace",
+]
+
+_FUTEX_SYSCALL = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(
+    platform.machine().lower()
+)
+_FUTEX_WAIT = 0  # shared (non-private) ops: the word lives in a mapping shared across processes
+_FUTEX_WAKE = 1
+_INT_MAX = 2**31 - 1
+
+#: True on ISAs whose hardware may reorder stores with stores or loads with loads (not x86 TSO).
+WEAKLY_ORDERED = platform.machine().lower() not in {"x86_64", "amd64", "i386", "i686", "x86"}
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _load_syscall() -> ctypes._NamedFuncPointer | None:
+    if _FUTEX_SYSCALL is None or not os.path.exists("/proc/self"):
+        return None
+    name = ctypes.util.find_library("c") or "libc.so.6"
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)  # CDLL releases the GIL around the call
+    except OSError:
+        return None
+    fn = libc.syscall
+    fn.restype = ctypes.c_long
+    return fn
+
+
+_syscall = _load_syscall()
+FUTEX_AVAILABLE = _syscall is not None
+
+# A lock acquire+release is a locked read-modify-write on x86 (a full barrier) and an
+# acquire/release pair of exclusive accesses on aarch64. See the ring module's docstring.
+fence_lock = threading.Lock()
+
+
+def fence() -> None:
+    """A full memory barrier, as far as pure CPython can express one."""
+    with fence_lock:
+        pass
+
+
+def futex_wait(addr: int, expected: int, timeout: float) -> None:
+    """Sleep while the 32-bit word at ``addr`` equals ``expected``, at most ``timeout`` seconds.
+
+    Returns on a wake, a value change (checked atomically by the kernel, so no wake is lost), a
+    signal or the timeout; the caller re-checks its condition in every case.
+    """
+    if timeout <= 0:
+        return
+    if _syscall is None:
+        time.sleep(min(timeout, 0.001))
+        return
+    sec = int(timeout)
+    ts = _Timespec(sec, int((timeout - sec) * 1e9))
+    _syscall(
+        _FUTEX_SYSCALL,
+        ctypes.c_void_p(addr),
+        _FUTEX_WAIT,
+        ctypes.c_uint32(expected & 0xFFFFFFFF),
+        ctypes.byref(ts),
+        None,
+        0,
+    )
+
+
+def futex_wake(addr: int) -> None:
+    """Wake every process parked on the 32-bit word at ``addr``."""
+    if _syscall is not None:
+        _syscall(_FUTEX_SYSCALL, ctypes.c_void_p(addr), _FUTEX_WAKE, _INT_MAX, None, None, 0)
+
+
+def pid_namespace() -> int:
+    """An id of this process's pid namespace (inode of ``/proc/self/ns/pid``; 0 if unknown).
+
+    Pids are only comparable inside one namespace: two containers sharing ``/dev/shm`` (for
+    example ``--ipc=host`` without ``--pid=host``) must not judge each other's liveness by pid.
+    """
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    return raw[raw.rfind(b")") + 2 :].decode("ascii", "replace").split()
+
+
+def process_start_time(pid: int) -> int:
+    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22).
+
+    Together with the pid it identifies a process for its whole life: a recycled pid gets a new
+    start time. Returns 0 where ``/proc`` is unavailable.
+    """
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20:
+        return 0
+    return int(fields[19])  # field 22 overall; fields[0] is field 3 (state)
+
+
+def pid_alive(pid: int, start_time: int) -> bool:
+    """Whether the process ``pid`` that started at ``start_time`` still runs (zombies are dead)."""
+    if pid <= 0:
+        return True  # unknown peer: nothing to judge
+    fields = _stat_fields(pid)
+    if fields is None:
+        if not os.path.exists("/proc/self/stat"):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        return False
+    if fields[0] in {"Z", "X", "x"}:
+        return False
+    return start_time == 0 or int(fields[19]) == start_time

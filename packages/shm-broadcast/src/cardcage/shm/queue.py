@@ -1,0 +1,427 @@
+"""MessageQueue: the seed's broadcast queue API over :mod:`cardcage.shm.ring`.
+
+One writer, ``n_reader`` readers; every reader receives every message exactly once, in order.
+``bytes`` travel raw (bytes in, bytes out); anything else is pickled at the highest protocol.
+Messages larger than a slot are streamed through the ring in fragments (never through a socket),
+so shared-memory use stays bounded by the ring size.
+
+Must never: import torch at module scope (only the process-group constructors need it), open a
+network socket for a local-only queue, or block without honouring ``timeout=`` and
+``shutdown()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._log import get_logger
+from .errors import (
+    AttachError,
+    CancelledError,
+    QueueClosedError,
+    QueueRoleError,
+    QueueTimeoutError,
+    RemoteAddressRequiredError,
+)
+from .ring import FIRST, LAST, NBYTES_MASK, PICKLED, USER, RingReader, RingWriter, ShmRingBuffer
+
+if TYPE_CHECKING:
+    from ._remote import RemotePublisher, RemoteSubscriber
+
+__all__ = ["DEFAULT_MAX_CHUNKS", "DEFAULT_MAX_CHUNK_BYTES", "Handle", "MessageQueue"]
+
+logger = get_logger(__name__)
+
+#: 4 MiB x 6 slots (24 MiB of /dev/shm), the geometry SGLang's GroupCoordinator uses. Larger
+#: messages stream through the ring, so bigger slots buy little.
+DEFAULT_MAX_CHUNK_BYTES = 4 << 20
+DEFAULT_MAX_CHUNKS = 6
+
+
+def _release(
+    writer: RingWriter | None,
+    reader: RingReader | None,
+    buffer: ShmRingBuffer | None,
+    pid: int,
+    remote: RemotePublisher | RemoteSubscriber | None = None,
+) -> None:
+    """Close one end (also run when a queue object is garbage-collected or at exit).
+
+    Only the process that made this end closes the queue or detaches: a forked child holding a
+    copy just unmaps (and ShmRingBuffer never lets it unlink).
+    """
+    if os.getpid() == pid:
+        if writer is not None:
+            writer.close()
+        if reader is not None:
+            reader.detach()
+        if remote is not None:
+            remote.close()
+    if buffer is not None:
+        buffer.close()
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Everything a reader needs to attach: small plain data, picklable, stable across spawn."""
+
+    local_reader_ranks: tuple[int, ...]
+    buffer_handle: tuple[int, int, int, str] | None  # (n_reader, max_chunk_bytes, max_chunks, name)
+    epoch: int
+    writer_pid: int
+    n_reader: int
+    connect_ip: str | None = None
+    remote_subscribe_addr: str | None = None
+    #: CURVE keys (Z85) of the remote path: the server's public key and the one client keypair
+    #: the writer accepts. Whoever holds the handle can read the queue: keep it secret.
+    remote_server_key: bytes | None = None
+    remote_client_keys: tuple[bytes, bytes] | None = None
+
+
+class MessageQueue:
+    """A single-writer broadcast queue (the seed's ``MessageQueue``).
+
+    The constructing process is the writer; readers attach with
+    ``MessageQueue.create_from_handle(writer.export_handle(), rank)`` in their own processes,
+    then every party calls ``wait_until_ready()``.
+    """
+
+    def __init__(
+        self,
+        n_reader: int,
+        n_local_reader: int,
+        local_reader_ranks: Sequence[int] | None = None,
+        max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
+        max_chunks: int = DEFAULT_MAX_CHUNKS,
+        connect_ip: str | None = None,
+    ) -> None:
+        if not 0 <= n_local_reader <= n_reader:
+            raise ValueError(
+                f"need 0 <= n_local_reader <= n_reader, got n_local_reader={n_local_reader}, "
+                f"n_reader={n_reader}"
+            )
+        if n_reader > n_local_reader and not connect_ip:
+            raise RemoteAddressRequiredError(n_reader - n_local_reader)
+        ranks = (
+            tuple(range(n_local_reader))
+            if local_reader_ranks is None
+            else tuple(local_reader_ranks)
+        )
+        if len(ranks) != n_local_reader or len(set(ranks)) != len(ranks):
+            raise ValueError(
+                f"local_reader_ranks must list {n_local_reader} distinct ranks, got {list(ranks)}"
+            )
+        self.n_reader = n_reader
+        self.n_local_reader = n_local_reader
+        self.n_remote_reader = n_reader - n_local_reader
+        self.local_reader_ranks = list(ranks)
+        self.connect_ip = connect_ip
+        self.shutting_down = False
+        self._closed = False
+        self._is_writer = True
+        self._is_local_reader = False
+        self._is_remote_reader = False
+        self.local_reader_rank = -1
+        self._reader: RingReader | None = None
+        self.buffer: ShmRingBuffer | None = None
+        self._writer: RingWriter | None = None
+        self._remote_pub: RemotePublisher | None = None
+        self._remote_sub: RemoteSubscriber | None = None
+        self._remote_ready = False
+        self._pending: tuple[bytes, int] | None = None  # reached remote readers, not local ones
+        if self.n_remote_reader > 0:
+            from ._remote import RemotePublisher
+
+            assert connect_ip is not None
+            self._remote_pub = RemotePublisher(connect_ip, self.n_remote_reader)
+        if n_local_reader > 0:
+            self.buffer = ShmRingBuffer(n_local_reader, max_chunk_bytes, max_chunks)
+            try:
+                self._writer = RingWriter(self.buffer, list(ranks))
+            except BaseException:
+                self.buffer.close()
+                if self._remote_pub is not None:
+                    self._remote_pub.close()
+                raise
+        self._writer_pid = os.getpid()
+        self._finalizer = weakref.finalize(
+            self, _release, self._writer, None, self.buffer, self._writer_pid, self._remote_pub
+        )
+
+    # -- handles ---------------------------------------------------------------------------------
+
+    def export_handle(self) -> Handle:
+        """The plain-data handle readers attach with (writer only)."""
+        if not self._is_writer:
+            raise QueueRoleError("Only the writer can export a handle")
+        buf = self.buffer
+        pub = self._remote_pub
+        return Handle(
+            local_reader_ranks=tuple(self.local_reader_ranks),
+            buffer_handle=None
+            if buf is None
+            else (buf.n_reader, buf.max_chunk_bytes, buf.max_chunks, buf.name),
+            epoch=0 if buf is None else buf.epoch,
+            writer_pid=self._writer_pid,
+            n_reader=self.n_reader,
+            connect_ip=self.connect_ip,
+            remote_subscribe_addr=None if pub is None else pub.address,
+            remote_server_key=None if pub is None else pub.server_public,
+            remote_client_keys=None if pub is None else (pub.client_public, pub.client_secret),
+        )
+
+    @classmethod
+    def create_from_handle(cls, handle: Handle, rank: int) -> MessageQueue:
+        """Attach as the reader with group rank ``rank``: through shared memory when ``rank`` is
+        in ``local_reader_ranks``, otherwise over ZeroMQ when the queue has remote readers."""
+        self = cls.__new__(cls)
+        self.n_reader = handle.n_reader
+        self.n_local_reader = len(handle.local_reader_ranks)
+        self.n_remote_reader = self.n_reader - self.n_local_reader
+        self.local_reader_ranks = list(handle.local_reader_ranks)
+        self.connect_ip = handle.connect_ip
+        self.shutting_down = False
+        self._closed = False
+        self._is_writer = False
+        self._is_remote_reader = False
+        self._writer = None
+        self._reader = None
+        self._remote_pub = None
+        self._remote_sub = None
+        self._remote_ready = False
+        self._pending = None
+        self._is_local_reader = False
+        self.local_reader_rank = -1
+        self.buffer = None
+        self._writer_pid = handle.writer_pid
+        name = "<none>" if handle.buffer_handle is None else handle.buffer_handle[3]
+        if rank not in handle.local_reader_ranks and handle.remote_subscribe_addr is not None:
+            from ._remote import RemoteSubscriber
+
+            assert handle.remote_server_key is not None
+            assert handle.remote_client_keys is not None
+            self._remote_sub = RemoteSubscriber(
+                handle.remote_subscribe_addr, handle.remote_server_key, *handle.remote_client_keys
+            )
+            self._is_remote_reader = True
+            self._finalizer = weakref.finalize(
+                self, _release, None, None, None, os.getpid(), self._remote_sub
+            )
+            return self
+        if rank not in handle.local_reader_ranks or handle.buffer_handle is None:
+            raise AttachError(
+                name,
+                f"rank {rank} is not a local reader (local_reader_ranks="
+                f"{list(handle.local_reader_ranks)}) and this queue has no remote readers",
+            )
+        n, chunk_bytes, chunks, name = handle.buffer_handle
+        self.local_reader_rank = handle.local_reader_ranks.index(rank)
+        self.buffer = ShmRingBuffer(n, chunk_bytes, chunks, name, _epoch=handle.epoch)
+        try:
+            self._reader = RingReader(self.buffer, self.local_reader_rank)
+        except BaseException:
+            self.buffer.close()
+            raise
+        self._is_local_reader = True
+        self._finalizer = weakref.finalize(
+            self, _release, None, self._reader, self.buffer, os.getpid()
+        )
+        return self
+
+    # -- readiness -------------------------------------------------------------------------------
+
+    def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Block until every local reader attached (writer) / the writer saw them all (readers).
+
+        On the writer this also unlinks the segment's name: from now on no combination of
+        killed processes can leave a ``/dev/shm`` entry behind.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._writer is not None:
+            delay = 50e-6
+            while missing := self._writer.unattached_ranks():
+                if self.shutting_down:
+                    raise CancelledError
+                if deadline is not None and time.monotonic() >= deadline:
+                    ranks = [self.local_reader_ranks[r] for r in missing]
+                    raise QueueTimeoutError(
+                        "wait_until_ready (writer)",
+                        timeout or 0.0,
+                        f"Missing reader ranks: {ranks}.",
+                    )
+                time.sleep(delay)
+                delay = min(delay * 2, 0.005)
+            self._writer.mark_ready()
+            assert self.buffer is not None
+            self.buffer.unlink()
+        if self._remote_pub is not None and not self._remote_ready:
+            self._remote_pub.wait_ready(deadline, timeout)
+            self._remote_ready = True
+        if self._reader is not None:
+            self._reader.wait_ready(deadline, timeout)
+        if self._remote_sub is not None:
+            self._remote_sub.wait_ready(deadline, timeout)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _require_writer(self, what: str) -> RingWriter | None:
+        if not self._is_writer:
+            raise QueueRoleError(f"Only writers can {what}")
+        if self._closed:
+            raise QueueClosedError("this queue was closed by its writer; cannot " + what)
+        return self._writer
+
+    def enqueue(self, obj: Any, timeout: float | None = None) -> None:
+        """Broadcast ``obj``; returns once its bytes are in shared memory (safe to mutate after)."""
+        writer = self._require_writer("enqueue")
+        if self._remote_pub is None:
+            if writer is None:
+                return
+            if type(obj) is bytes:
+                writer.send(obj, 0, timeout)
+            else:
+                writer.send(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL), PICKLED, timeout)
+            return
+        self._enqueue_mixed(writer, obj, timeout)
+
+    def _enqueue_mixed(self, writer: RingWriter | None, obj: Any, timeout: float | None) -> None:
+        from ._remote import KIND_PICKLED, KIND_RAW
+
+        pub = self._remote_pub
+        assert pub is not None
+        if not self._remote_ready:
+            raise QueueRoleError(
+                "call wait_until_ready() before enqueue(): remote readers that have not "
+                "subscribed yet would miss messages"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._pending is not None and writer is not None:
+            # The previous message reached remote readers but timed out locally: finish it
+            # first so local and remote readers keep identical sequences.
+            data, flags = self._pending
+            writer.send(data, flags, timeout)
+            self._pending = None
+        if type(obj) is bytes:
+            data, flags = obj, 0
+        else:
+            data, flags = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL), PICKLED
+        pub.send(data, KIND_PICKLED if flags else KIND_RAW, deadline, timeout)
+        if writer is not None:
+            try:
+                writer.send(data, flags, None if deadline is None else deadline - time.monotonic())
+            except QueueTimeoutError:
+                self._pending = (data, flags)
+                raise
+
+    @contextlib.contextmanager
+    def acquire_write(self, timeout: float | None = None) -> Iterator[memoryview]:
+        """Yield a writable view of the next slot; it is published when the block exits normally.
+
+        An exception inside the block publishes nothing and leaves the slot reusable.
+        """
+        writer = self._require_writer("acquire write")
+        if writer is None or self._remote_pub is not None:
+            raise QueueRoleError(
+                "acquire_write writes one shared-memory slot: it needs local readers and no "
+                "remote ones (use enqueue() with remote readers)"
+            )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        k = writer.seq + 1
+        writer.reserve(k, deadline, timeout)
+        slot = (k - 1) % writer.n_slots
+        off = writer.lay.slot_data(slot)
+        size = writer.slot_bytes
+        with writer.raw[off : off + size] as buf:
+            yield buf
+        writer.publish(slot, size, FIRST | LAST | USER)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _require_reader(self) -> RingReader:
+        if self._reader is None:
+            raise QueueRoleError("Only readers can dequeue")
+        return self._reader
+
+    def dequeue(self, timeout: float | None = None) -> Any:
+        """Receive the next message; ``timeout=0`` polls without blocking."""
+        if self._remote_sub is not None:
+            from ._remote import KIND_RAW
+
+            deadline = None if timeout is None else time.monotonic() + timeout
+            kind, data = self._remote_sub.recv(deadline, timeout)
+            return data if kind == KIND_RAW else pickle.loads(data)
+        return self._require_reader().read(timeout)
+
+    @contextlib.contextmanager
+    def acquire_read(self, timeout: float | None = None) -> Iterator[memoryview]:
+        """Yield a read-only view of the next slot's bytes; the slot is released on exit.
+
+        The view is released when the block ends (keep a copy if you need the bytes later). An
+        exception inside the block still releases the slot, so the writer never stalls on it.
+        """
+        reader = self._require_reader()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        k = reader.seq + 1
+        slot = (k - 1) % reader.n_slots
+        d = reader.lay.desc + slot * 8
+        u = reader.u
+        if u[d] != k:
+            reader.wait(k, d, deadline, timeout)
+        n = u[d + 1] & NBYTES_MASK
+        off = reader.lay.slot_data(slot)
+        try:
+            with reader.raw[off : off + n].toreadonly() as buf:
+                yield buf
+        finally:
+            reader.release(k)
+
+    def broadcast_object(self, obj: Any = None) -> Any:
+        """Writer: enqueue ``obj`` and return it. Readers: return the next message."""
+        if self._is_writer:
+            self.enqueue(obj)
+            return obj
+        return self.dequeue()
+
+    # -- teardown --------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Cancel this object's blocking calls (from any thread); they raise ``CancelledError``."""
+        self.shutting_down = True
+        endpoint = self._writer if self._writer is not None else self._reader
+        if endpoint is not None:
+            endpoint.cancel()
+        remote = self._remote_sub if self._remote_sub is not None else self._remote_pub
+        if remote is not None:
+            remote.cancelled = True
+
+    def close(self) -> None:
+        """Writer: readers drain what was published, then get ``QueueClosedError``. Readers:
+        detach so the writer stops waiting for this one. Releases shared memory. Idempotent."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> MessageQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def create_from_process_group(
+        pg: Any,
+        max_chunk_bytes: int,
+        max_chunks: int,
+        writer_rank: int = 0,
+        connect_ip: str | None = None,
+    ) -> MessageQueue:
+        """Build the queue collectively over a ``torch.distributed`` group (gloo/CPU)."""
+        from .process_group import create_from_process_group
+
+        return create_from_process_group(pg, max_chunk_bytes, max_chunks, writer_rank, connect_ip)

@@ -1,0 +1,818 @@
+"""The shared-memory ring: segment lifecycle, layout and the sequence-number protocol.
+
+One writer, ``n_reader`` local readers, ``max_chunks`` slots of ``max_chunk_bytes`` each, in one
+POSIX shared-memory file under ``/dev/shm`` created with mode 0600 (never through
+``multiprocessing.shared_memory``, so CPython's ``resource_tracker`` is never involved: no
+"leaked shared_memory" warnings and no tracker unlinking a segment another process still uses).
+
+Must never: import torch or zmq, allocate per-message Python objects on the hot path beyond the
+payload itself, or let a forked child unlink its parent's segment (only the process whose pid
+created the segment ever unlinks it, plus readers that outlive a dead writer).
+
+Layout (every field an 8-byte little-endian word, every group on its own 64-byte line)::
+
+    page 0   header   line 0: magic, version, epoch, n_reader, n_slots, slot_bytes,
+                              creator pid, creator start time
+                      line 1: closed, ready, creator pid namespace
+                      line 2: writer-parked flag
+    page 1+  readers  one line per reader: read_seq, parked, pid, start time, state, pid ns
+    page k   slots    one line per slot:   seq, info (nbytes | flags << 56), total length
+    page m   data     n_slots * stride bytes (stride = max_chunk_bytes rounded up to 64)
+
+Protocol. Message fragments are numbered 1, 2, 3, ... ; fragment ``k`` lives in slot
+``(k - 1) % n_slots``. The writer may fill slot of ``k`` once every attached reader's
+``read_seq >= k - n_slots`` (the fragment that used the slot before has been read by all). It
+copies the bytes, stores ``info`` (length and flags), then stores ``seq = k`` (the publish).
+A reader waiting for ``k`` polls ``seq`` of that slot; once it equals ``k`` it reads the
+descriptor and the bytes, then stores its own ``read_seq = k`` (the release). Every word has
+exactly one writing process, so no atomic read-modify-write is needed anywhere.
+
+Memory ordering. Two orderings carry the protocol: (1) the writer's data and descriptor stores
+must become visible before its ``seq`` store, and a reader's loads of them must not be satisfied
+before its load of ``seq``; (2) a reader's loads of a slot must complete before its ``read_seq``
+store makes the slot reusable. On x86-64 (TSO) the hardware never reorders store-store,
+load-load or load-store, and CPython performs each ``memoryview``/``mmap`` access as a separate C
+call in program order that the C compiler cannot move across (the callee is opaque), so program
+order is memory order for (1) and (2) with no fence. 8-byte aligned word stores through a
+``memoryview.cast('Q')`` are single ``mov`` instructions, hence never torn. On weakly ordered
+CPUs (aarch64, ppc64le, riscv) both orderings need barriers: we call :func:`_sys.fence` (an
+uncontended ``threading.Lock`` acquire+release, i.e. acquire/release exclusive accesses, which
+glibc implements with full-barrier atomics) between the descriptor stores and the ``seq`` store,
+after the reader's ``seq`` load, and before its ``read_seq`` store. That is the same class of
+fence vLLM settled on (vllm#30407); it is not a formal C11 ``seq_cst`` fence, so the aarch64
+stress test is the proof we require before claiming support there.
+
+Parking needs a third, store-then-load, ordering that even x86 does not give: a waiter stores
+its ``parked`` flag and then (inside ``futex_wait``, which the kernel orders with a full barrier)
+loads the word it waits on; the waker stores that word and then loads ``parked``. Without a
+barrier between the waker's store and load, both could miss each other (a lost wake-up). The
+waker therefore calls :func:`_sys.fence` (a locked RMW on x86: a full barrier) between the
+two. As defence in depth every park is bounded (``_PARK_S``), so even a lost wake costs at most
+one park interval, never liveness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import mmap
+import os
+import pickle
+import secrets
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any, Final
+
+from . import _sys
+from ._log import get_logger
+from .envs import CARDCAGE_SHM_BUSY_US, CARDCAGE_SHM_WARNING_INTERVAL
+from .errors import (
+    AttachError,
+    CancelledError,
+    QueueClosedError,
+    QueueTimeoutError,
+    ReaderDiedError,
+    ShmSpaceError,
+    WriterDiedError,
+)
+
+__all__ = ["SHM_DIR", "SHM_PREFIX", "ShmRingBuffer", "sweep_stale"]
+
+logger = get_logger(__name__)
+
+SHM_DIR: Final = "/dev/shm"
+SHM_PREFIX: Final = "cardcage-shm-"
+
+_MAGIC: Final = 0x6361726463616765  # b"cardcage" as a big-endian u64
+_VERSION: Final = 1
+_PAGE: Final = mmap.PAGESIZE
+_LINE: Final = 64
+_W: Final = 8  # words per line
+
+# header words
+_H_MAGIC, _H_VERSION, _H_EPOCH, _H_NREADER, _H_NSLOTS, _H_SLOTBYTES = 0, 1, 2, 3, 4, 5
+_H_CREATOR_PID, _H_CREATOR_START = 6, 7
+_H_CLOSED, _H_READY, _H_CREATOR_PIDNS = 8, 9, 10
+_H_WRITER_PARKED = 16
+# reader line words
+_R_SEQ, _R_PARKED, _R_PID, _R_START, _R_STATE, _R_PIDNS = 0, 1, 2, 3, 4, 5
+_UNATTACHED, _ATTACHED, _DETACHED = 0, 1, 2
+# slot descriptor words
+_S_SEQ, _S_INFO, _S_TOTAL = 0, 1, 2  # total: whole message length, FIRST fragments only
+_FLAG_SHIFT: Final = 56
+NBYTES_MASK: Final = (1 << _FLAG_SHIFT) - 1
+
+# fragment flags
+FIRST: Final = 1
+LAST: Final = 2
+PICKLED: Final = 4
+USER: Final = 8  # published through acquire_write: the whole slot is the payload
+
+_SPIN_S: Final = 20e-6  # tight polling before yielding (skipped when oversubscribed)
+_PARK_S: Final = 0.1  # longest single futex sleep: bounds any lost wake-up
+_LIVENESS_S: Final = 0.1  # how often a parked waiter checks its peer's pid
+
+_WEAK: Final = _sys.WEAKLY_ORDERED
+_fence_acquire = _sys.fence_lock.acquire  # inline full fence: acquire()+release()
+_fence_release = _sys.fence_lock.release
+
+
+def _align(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+class _Layout:
+    """Word offsets of one ring geometry."""
+
+    __slots__ = ("data", "desc", "n_reader", "n_slots", "readers", "slot_bytes", "stride", "total")
+
+    def __init__(self, n_reader: int, slot_bytes: int, n_slots: int) -> None:
+        self.n_reader = n_reader
+        self.slot_bytes = slot_bytes
+        self.n_slots = n_slots
+        self.stride = _align(max(slot_bytes, 1), _LINE)
+        readers = _PAGE
+        desc = _align(readers + _LINE * n_reader, _PAGE)
+        data = _align(desc + _LINE * n_slots, _PAGE)
+        self.readers = readers // 8  # word index of reader 0's line
+        self.desc = desc // 8  # word index of slot 0's descriptor
+        self.data = data  # byte offset of slot 0's data
+        self.total = data + self.stride * n_slots
+
+    def reader(self, rank: int) -> int:
+        return self.readers + rank * _W
+
+    def slot_desc(self, slot: int) -> int:
+        return self.desc + slot * _W
+
+    def slot_data(self, slot: int) -> int:
+        return self.data + slot * self.stride
+
+
+def _free_bytes(path: str) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+class _Mapping:
+    """The mmap of a segment plus the views exported from it; released in one place."""
+
+    def __init__(self, fd: int, size: int, path: str, creator_pid: int) -> None:
+        self.mm: mmap.mmap | None = mmap.mmap(fd, size, mmap.MAP_SHARED)
+        self.u: memoryview = memoryview(self.mm).cast("Q")
+        self.raw: memoryview = memoryview(self.mm)
+        self._anchor: ctypes.c_char | None = ctypes.c_char.from_buffer(self.mm)
+        self.base = ctypes.addressof(self._anchor)
+        self.path = path
+        self.creator_pid = creator_pid
+        self.unlinked = False
+
+    def unlink(self) -> None:
+        """Remove the name (idempotent); only ever called by the creator or a survivor."""
+        if not self.unlinked:
+            self.unlinked = True
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def release(self) -> None:
+        """Drop the views and unmap; the creator process also unlinks. Safe to call twice."""
+        if os.getpid() == self.creator_pid:
+            self.unlink()
+        if self.mm is None:
+            return
+        self.u.release()
+        self.raw.release()
+        self._anchor = None
+        try:
+            self.mm.close()
+        except BufferError:
+            # A caller still holds a view (e.g. from acquire_read); the OS unmaps at exit.
+            logger.debug("segment %s still has exported views; left mapped", self.path)
+        self.mm = None
+
+
+class ShmRingBuffer:
+    """``max_chunks`` slots of ``max_chunk_bytes`` each, for one writer and ``n_reader`` readers.
+
+    ``name=None`` creates a fresh segment (this process becomes its creator and the writer);
+    a name attaches to an existing one, which must have the same geometry. Pickling a ring
+    re-attaches by name on the other side.
+    """
+
+    def __init__(
+        self,
+        n_reader: int,
+        max_chunk_bytes: int,
+        max_chunks: int,
+        name: str | None = None,
+        *,
+        _epoch: int | None = None,
+    ) -> None:
+        if n_reader < 0 or max_chunk_bytes <= 0 or max_chunks <= 0:
+            raise ValueError(
+                "n_reader must be >= 0, max_chunk_bytes and max_chunks > 0; got "
+                f"{n_reader}, {max_chunk_bytes}, {max_chunks}"
+            )
+        self.n_reader = n_reader
+        self.max_chunk_bytes = max_chunk_bytes
+        self.max_chunks = max_chunks
+        self.layout = _Layout(n_reader, max_chunk_bytes, max_chunks)
+        self.total_bytes_of_buffer = self.layout.total
+        if name is None:
+            self.is_creator = True
+            self._map = self._create()
+            self.name = os.path.basename(self._map.path)
+        else:
+            self.is_creator = False
+            self.name = name
+            self._map = self._attach(name, _epoch)
+        self._finalizer = weakref.finalize(self, self._map.release)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _create(self) -> _Mapping:
+        size = self.layout.total
+        free = _free_bytes(SHM_DIR)
+        if size > free:
+            raise ShmSpaceError(SHM_DIR, size, free)
+        pid = os.getpid()
+        path = os.path.join(SHM_DIR, f"{SHM_PREFIX}{pid}-{secrets.token_hex(8)}")
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.ftruncate(fd, size)
+            try:
+                # Reserve every page now: ENOSPC here instead of SIGBUS on first touch later.
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                raise ShmSpaceError(SHM_DIR, size, _free_bytes(SHM_DIR)) from exc
+            m = _Mapping(fd, size, path, pid)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
+        u = m.u
+        u[_H_VERSION] = _VERSION
+        u[_H_EPOCH] = secrets.randbits(63)
+        u[_H_NREADER] = self.n_reader
+        u[_H_NSLOTS] = self.max_chunks
+        u[_H_SLOTBYTES] = self.max_chunk_bytes
+        u[_H_CREATOR_PID] = pid
+        u[_H_CREATOR_START] = _sys.process_start_time(pid)
+        u[_H_CREATOR_PIDNS] = _sys.pid_namespace()
+        u[_H_MAGIC] = _MAGIC
+        return m
+
+    def _attach(self, name: str, epoch: int | None) -> _Mapping:
+        if "/" in name or not name:
+            raise AttachError(name, "not a segment name")
+        path = os.path.join(SHM_DIR, name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise AttachError(
+                name,
+                f"{path} does not exist: the writer is gone, already unlinked it after "
+                "wait_until_ready(), or runs on another node",
+            ) from None
+        try:
+            size = os.fstat(fd).st_size
+            if size < self.layout.total:
+                raise AttachError(name, f"segment has {size} bytes, expected {self.layout.total}")
+            m = _Mapping(fd, self.layout.total, path, creator_pid=-1)
+        finally:
+            os.close(fd)
+        u = m.u
+        expected = (_MAGIC, _VERSION, self.n_reader, self.max_chunks, self.max_chunk_bytes)
+        found = (u[_H_MAGIC], u[_H_VERSION], u[_H_NREADER], u[_H_NSLOTS], u[_H_SLOTBYTES])
+        if found != expected:
+            m.release()
+            raise AttachError(name, f"layout mismatch: expected {expected}, found {found}")
+        if epoch is not None and u[_H_EPOCH] != epoch:
+            m.release()
+            raise AttachError(name, "epoch mismatch: the segment was recreated under this name")
+        return m
+
+    @property
+    def epoch(self) -> int:
+        return int(self._map.u[_H_EPOCH])
+
+    @property
+    def creator_pid(self) -> int:
+        return int(self._map.u[_H_CREATOR_PID])
+
+    def unlink(self) -> None:
+        """Remove the segment's name now; attached processes keep their mappings."""
+        self._map.unlink()
+
+    def close(self) -> None:
+        """Unmap (and, in the creating process, unlink). Idempotent."""
+        self._finalizer()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (self.__class__, (self.n_reader, self.max_chunk_bytes, self.max_chunks, self.name))
+
+    @contextlib.contextmanager
+    def get_data(self, current_idx: int) -> Iterator[memoryview]:
+        """A view of slot ``current_idx``'s data (seed API); released on exit."""
+        start = self.layout.slot_data(current_idx)
+        with self._map.raw[start : start + self.max_chunk_bytes] as buf:
+            yield buf
+
+    def __repr__(self) -> str:
+        return (
+            f"ShmRingBuffer(n_reader={self.n_reader}, max_chunk_bytes={self.max_chunk_bytes}, "
+            f"max_chunks={self.max_chunks}, name={self.name!r})"
+        )
+
+
+def _wait_params(n_participants: int) -> tuple[float, float]:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        cpus = os.cpu_count() or 1
+    spin = _SPIN_S if n_participants <= cpus else 0.0
+    return spin, CARDCAGE_SHM_BUSY_US.get() / 1e6
+
+
+class _Endpoint:
+    """State shared by the writer and reader ends: views, wait tuning, cancellation."""
+
+    def __init__(self, ring: ShmRingBuffer) -> None:
+        self.ring = ring
+        self.lay = ring.layout
+        self.u = ring._map.u
+        self.raw = ring._map.raw
+        self.base = ring._map.base
+        self.n_slots = ring.max_chunks
+        self.slot_bytes = ring.max_chunk_bytes
+        self.spin_s, self.busy_s = _wait_params(ring.n_reader + 1)
+        self.warn_s = CARDCAGE_SHM_WARNING_INTERVAL.get()
+        self.cancelled = False
+        self.park_addr = 0
+        self.seq = 0  # last fragment written (writer) / read (reader)
+        self.data_offs = [self.lay.slot_data(i) for i in range(self.n_slots)]
+        self.desc_words = [self.lay.slot_desc(i) for i in range(self.n_slots)]
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.park_addr:
+            _sys.futex_wake(self.park_addr)
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        return None if timeout is None else time.monotonic() + max(timeout, 0.0)
+
+
+class RingWriter(_Endpoint):
+    """The writing end: reserve a slot, fill it, publish it."""
+
+    def __init__(self, ring: ShmRingBuffer, group_ranks: list[int] | None = None) -> None:
+        super().__init__(ring)
+        #: how errors and warnings name local reader r (its rank in the caller's group)
+        self.group_ranks = group_ranks or list(range(ring.n_reader))
+        self.min_read = 0  # cached lower bound of every attached reader's read_seq
+        self.reader_lines = [self.lay.reader(r) for r in range(ring.n_reader)]
+        self.pidns = _sys.pid_namespace()
+        self.parked_words = [line + _R_PARKED for line in self.reader_lines]
+
+    # -- readiness -------------------------------------------------------------------------------
+
+    def unattached_ranks(self) -> list[int]:
+        u = self.u
+        return [r for r, line in enumerate(self.reader_lines) if u[line + _R_STATE] == _UNATTACHED]
+
+    def mark_ready(self) -> None:
+        self.u[_H_READY] = 1
+
+    # -- flow control ----------------------------------------------------------------------------
+
+    def _scan(self) -> tuple[int, int]:
+        """(min read_seq over readers that have not detached, the rank holding it or -1)."""
+        u = self.u
+        low, who = 1 << 62, -1
+        for r, line in enumerate(self.reader_lines):
+            if u[line + _R_STATE] == _DETACHED:
+                continue
+            s = u[line + _R_SEQ]
+            if s < low:
+                low, who = s, r
+        return low, who
+
+    def reserve(self, k: int, deadline: float | None, timeout: float | None) -> None:
+        """Return once fragment ``k`` may overwrite its slot; raise on timeout/death/cancel."""
+        need = k - self.n_slots
+        if need <= self.min_read:
+            return
+        low, _ = self._scan()
+        if low >= need:
+            self.min_read = low
+            return
+        self._wait_writable(need, deadline, timeout)
+
+    def _wait_writable(self, need: int, deadline: float | None, timeout: float | None) -> None:
+        u = self.u
+        start = time.monotonic()
+        spin_end, busy_end = start + self.spin_s, start + self.busy_s
+        next_check = start + _LIVENESS_S
+        next_warn = start + self.warn_s if self.warn_s > 0 else float("inf")
+        while True:
+            low, who = self._scan()
+            if low >= need:
+                self.min_read = low
+                return
+            if self.cancelled:
+                raise CancelledError
+            now = time.monotonic()
+            if now < spin_end:
+                continue
+            if deadline is not None and now >= deadline:
+                raise QueueTimeoutError(
+                    "enqueue (waiting for a free slot)",
+                    timeout or 0.0,
+                    f"Lagging reader(s): {self._lagging(need)}.",
+                )
+            if now < busy_end:
+                os.sched_yield()
+                continue
+            if now >= next_check:
+                self._check_readers(need)
+                next_check = now + _LIVENESS_S
+            if now >= next_warn:
+                logger.warning(
+                    "shm broadcast writer (pid %d) has waited %.0f s for a free slot; lagging "
+                    "reader(s): %s",
+                    os.getpid(),
+                    now - start,
+                    self._lagging(need),
+                )
+                next_warn = now + self.warn_s
+            word = self.reader_lines[who] + _R_SEQ
+            addr = self.base + word * 8
+            u[_H_WRITER_PARKED] = 1
+            _sys.fence()
+            observed = u[word]
+            if observed < need and not self.cancelled:
+                self.park_addr = addr
+                wait = _PARK_S if deadline is None else min(_PARK_S, deadline - now)
+                _sys.futex_wait(addr, observed, wait)
+                self.park_addr = 0
+            u[_H_WRITER_PARKED] = 0
+
+    def _lagging(self, need: int) -> str:
+        u = self.u
+        parts = []
+        for r, line in enumerate(self.reader_lines):
+            if u[line + _R_STATE] != _DETACHED and u[line + _R_SEQ] < need:
+                state = "not attached" if u[line + _R_STATE] == _UNATTACHED else "attached"
+                parts.append(
+                    f"rank {self.group_ranks[r]} (pid {u[line + _R_PID]}, {state}, "
+                    f"{self.seq - u[line + _R_SEQ]} unread)"
+                )
+        return ", ".join(parts) or "none"
+
+    def _check_readers(self, need: int) -> None:
+        u = self.u
+        for r, line in enumerate(self.reader_lines):
+            if u[line + _R_STATE] != _ATTACHED or u[line + _R_SEQ] >= need:
+                continue
+            if u[line + _R_PIDNS] != self.pidns:
+                continue  # another pid namespace: its pid means nothing here; rely on timeouts
+            pid = int(u[line + _R_PID])
+            if not _sys.pid_alive(pid, int(u[line + _R_START])):
+                raise ReaderDiedError(self.group_ranks[r], pid, self.seq - int(u[line + _R_SEQ]))
+
+    # -- publishing ------------------------------------------------------------------------------
+
+    def publish(self, slot: int, nbytes: int, flags: int) -> None:
+        """Make fragment ``self.seq + 1`` (already copied into ``slot``) visible to readers."""
+        u = self.u
+        k = self.seq + 1
+        d = self.desc_words[slot]
+        u[d + _S_INFO] = nbytes | (flags << _FLAG_SHIFT)
+        if _WEAK:
+            _sys.fence()
+        u[d] = k
+        self.seq = k
+        _fence_acquire()
+        _fence_release()
+        for w in self.parked_words:
+            if u[w]:
+                _sys.futex_wake(self.base + d * 8)
+                break
+
+    def send(self, data: bytes, flags: int, timeout: float | None) -> None:
+        """Broadcast one message (the hot path: one slot, flattened; larger ones stream)."""
+        n = len(data)
+        if n > self.slot_bytes:
+            self.write(memoryview(data), flags, timeout)
+            return
+        k = self.seq + 1
+        if k - self.n_slots > self.min_read:
+            self.reserve(k, self._deadline(timeout), timeout)
+        slot = (k - 1) % self.n_slots
+        off = self.data_offs[slot]
+        self.raw[off : off + n] = data
+        u = self.u
+        d = self.desc_words[slot]
+        u[d + 1] = n | ((flags | 3) << 56)  # 3 == FIRST | LAST
+        if _WEAK:
+            _sys.fence()
+        u[d] = k
+        self.seq = k
+        _fence_acquire()
+        _fence_release()
+        for w in self.parked_words:
+            if u[w]:
+                _sys.futex_wake(self.base + d * 8)
+                break
+
+    def write(self, payload: memoryview, flags: int, timeout: float | None) -> None:
+        """Copy ``payload`` into the ring as one message (several fragments if it is large)."""
+        total = payload.nbytes
+        size = self.slot_bytes
+        deadline = self._deadline(timeout)
+        n_slots = self.n_slots
+        raw = self.raw
+        first = FIRST
+        pos = 0
+        while True:
+            k = self.seq + 1
+            self.reserve(k, deadline, timeout)
+            slot = (k - 1) % n_slots
+            n = min(size, total - pos)
+            off = self.lay.data + slot * self.lay.stride
+            raw[off : off + n] = payload[pos : pos + n]
+            pos += n
+            last = LAST if pos >= total else 0
+            if first:
+                self.u[self.desc_words[slot] + _S_TOTAL] = total
+            self.publish(slot, n, flags | first | last)
+            if last:
+                return
+            first = 0
+
+    def close(self) -> None:
+        """Publish the closed flag after every message and wake parked readers."""
+        u = self.u
+        u[_H_CLOSED] = 1
+        _sys.fence()
+        k = self.seq + 1
+        _sys.futex_wake(self.base + (self.lay.desc + ((k - 1) % self.n_slots) * _W) * 8)
+
+
+class RingReader(_Endpoint):
+    """The reading end of local reader ``rank``."""
+
+    def __init__(self, ring: ShmRingBuffer, rank: int) -> None:
+        super().__init__(ring)
+        if not 0 <= rank < ring.n_reader:
+            raise AttachError(ring.name, f"local reader rank {rank} not in [0, {ring.n_reader})")
+        self.rank = rank
+        self.line = self.lay.reader(rank)
+        u = self.u
+        state = u[self.line + _R_STATE]
+        if state != _UNATTACHED:
+            pid = int(u[self.line + _R_PID])
+            raise AttachError(ring.name, f"local reader {rank} is already taken by pid {pid}")
+        pid = os.getpid()
+        u[self.line + _R_PID] = pid
+        u[self.line + _R_START] = _sys.process_start_time(pid)
+        u[self.line + _R_PIDNS] = _sys.pid_namespace()
+        self.seq = int(u[self.line + _R_SEQ])
+        _sys.fence()
+        u[self.line + _R_STATE] = _ATTACHED
+        self.writer_pid = int(u[_H_CREATOR_PID])
+        self.writer_start = int(u[_H_CREATOR_START])
+        # Judge the writer's liveness by pid only inside the same pid namespace.
+        self.check_writer = u[_H_CREATOR_PIDNS] == _sys.pid_namespace()
+        # A message being assembled from fragments: raw ones in a BytesIO (whose getvalue() hands
+        # over its buffer without a copy), pickled ones in a scratch buffer reused across
+        # messages, so large pickles do not pay fresh-allocation page faults on every receive.
+        self.partial: io.BytesIO | memoryview | None = None
+        self.partial_pos = 0
+        self.partial_flags = 0
+        self.scratch = bytearray()
+        self.delivered = 0
+
+    def detach(self) -> None:
+        """Tell the writer to stop waiting for this reader."""
+        self.u[self.line + _R_STATE] = _DETACHED
+        _sys.fence()
+        if self.u[_H_WRITER_PARKED]:
+            _sys.futex_wake(self.base + (self.line + _R_SEQ) * 8)
+
+    def wait_ready(self, deadline: float | None, timeout: float | None) -> None:
+        u = self.u
+        delay = 50e-6
+        while not u[_H_READY]:
+            if self.cancelled:
+                raise CancelledError
+            if self.check_writer and not _sys.pid_alive(self.writer_pid, self.writer_start):
+                self.ring.unlink()
+                raise WriterDiedError(self.writer_pid, 0)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise QueueTimeoutError("wait_until_ready (reader)", timeout or 0.0)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.005)
+
+    # -- consuming -------------------------------------------------------------------------------
+
+    def wait(self, k: int, d: int, deadline: float | None, timeout: float | None) -> None:
+        """Return once fragment ``k`` is published in descriptor word ``d``."""
+        u = self.u
+        start = time.monotonic()
+        spin_end, busy_end = start + self.spin_s, start + self.busy_s
+        next_check = start + _LIVENESS_S
+        next_warn = start + self.warn_s if self.warn_s > 0 else float("inf")
+        parked = self.line + _R_PARKED
+        addr = self.base + d * 8
+        while True:
+            if u[d] == k:
+                return
+            if self.cancelled:
+                raise CancelledError
+            now = time.monotonic()
+            if now < spin_end:
+                continue
+            if u[_H_CLOSED]:
+                if _WEAK:
+                    _sys.fence()
+                if u[d] == k:
+                    return
+                self.partial = None
+                raise QueueClosedError
+            if deadline is not None and now >= deadline:
+                raise QueueTimeoutError("dequeue (waiting for a message)", timeout or 0.0)
+            if now < busy_end:
+                os.sched_yield()
+                continue
+            if now >= next_check:
+                if self.check_writer and not _sys.pid_alive(self.writer_pid, self.writer_start):
+                    if _WEAK:
+                        _sys.fence()
+                    if u[d] == k:
+                        return
+                    self.partial = None
+                    self.ring.unlink()  # survivor cleanup: nobody else will remove the name
+                    raise WriterDiedError(self.writer_pid, self.delivered)
+                next_check = now + _LIVENESS_S
+            if now >= next_warn:
+                logger.warning(
+                    "shm broadcast reader %d (pid %d) has waited %.0f s for message %d from "
+                    "writer pid %d",
+                    self.rank,
+                    os.getpid(),
+                    now - start,
+                    k,
+                    self.writer_pid,
+                )
+                next_warn = now + self.warn_s
+            u[parked] = 1
+            _sys.fence()
+            observed = u[d]
+            if observed != k and not self.cancelled and not u[_H_CLOSED]:
+                self.park_addr = addr
+                wait = _PARK_S if deadline is None else min(_PARK_S, deadline - now)
+                _sys.futex_wait(addr, observed, wait)
+                self.park_addr = 0
+            u[parked] = 0
+
+    def release(self, k: int) -> None:
+        """Mark fragment ``k`` consumed: its slot may be overwritten."""
+        u = self.u
+        if _WEAK:
+            _sys.fence()
+        u[self.line] = k
+        self.seq = k
+        _fence_acquire()
+        _fence_release()
+        if u[_H_WRITER_PARKED]:
+            _sys.futex_wake(self.base + self.line * 8)
+
+    def read(self, timeout: float | None) -> Any:
+        """Receive one message: ``bytes`` for raw payloads, the unpickled object otherwise."""
+        u = self.u
+        k = self.seq + 1
+        slot = (k - 1) % self.n_slots
+        d = self.desc_words[slot]
+        if u[d] != k:
+            self.wait(k, d, self._deadline(timeout), timeout)
+        if _WEAK:
+            _sys.fence()
+        info = u[d + 1]
+        if info >> 56 & 3 == 3 and self.partial is None:  # FIRST | LAST: the whole message
+            off = self.data_offs[slot]
+            end = off + (info & NBYTES_MASK)
+            if info >> 56 & PICKLED:
+                with self.raw[off:end] as view:
+                    obj = pickle.loads(view)
+            else:
+                obj = self.raw[off:end].tobytes()
+            if _WEAK:
+                _sys.fence()
+            u[self.line] = k
+            self.seq = k
+            _fence_acquire()
+            _fence_release()
+            if u[_H_WRITER_PARKED]:
+                _sys.futex_wake(self.base + self.line * 8)
+            self.delivered += 1
+            return obj
+        return self._read_fragments(timeout)
+
+    def _read_fragments(self, timeout: float | None) -> Any:
+        deadline = self._deadline(timeout)
+        u = self.u
+        while True:
+            k = self.seq + 1
+            slot = (k - 1) % self.n_slots
+            d = self.desc_words[slot]
+            if u[d] != k:
+                self.wait(k, d, deadline, timeout)
+            if _WEAK:
+                _sys.fence()
+            info = u[d + _S_INFO]
+            n = info & NBYTES_MASK
+            flags = info >> _FLAG_SHIFT
+            off = self.data_offs[slot]
+            if flags & FIRST:
+                self.partial = None  # a new message: any half-received one was abandoned
+                if flags & LAST:
+                    if flags & PICKLED:
+                        with self.raw[off : off + n] as view:
+                            obj = pickle.loads(view)
+                    else:
+                        obj = self.raw[off : off + n].tobytes()
+                    self.release(k)
+                    self.delivered += 1
+                    return obj
+                self.partial_flags = flags
+                self.partial_pos = 0
+                if flags & PICKLED:
+                    total = int(u[d + _S_TOTAL])
+                    if len(self.scratch) < total:
+                        self.scratch = bytearray(total)
+                    self.partial = memoryview(self.scratch)[:total]
+                else:
+                    self.partial = io.BytesIO()
+            elif self.partial is None:
+                # A continuation of a message this reader never saw the start of.
+                self.release(k)
+                continue
+            partial = self.partial
+            if isinstance(partial, io.BytesIO):
+                partial.write(self.raw[off : off + n])
+            else:
+                pos = self.partial_pos
+                partial[pos : pos + n] = self.raw[off : off + n]
+                self.partial_pos = pos + n
+            self.release(k)
+            if flags & LAST:
+                self.partial = None
+                self.delivered += 1
+                if isinstance(partial, io.BytesIO):
+                    return partial.getvalue()
+                with partial:
+                    return pickle.loads(partial)
+
+
+def sweep_stale(directory: str = SHM_DIR) -> list[str]:
+    """Unlink segments whose creating process is gone (e.g. a writer SIGKILLed before readiness).
+
+    Returns the removed paths. Only names with our prefix are considered; a segment whose
+    creator still runs, is still being initialised, or lives in another pid namespace (another
+    container sharing ``/dev/shm``) is never touched.
+    """
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return removed
+    own_ns = _sys.pid_namespace()
+    for name in names:
+        if not name.startswith(SHM_PREFIX):
+            continue
+        try:
+            pid = int(name[len(SHM_PREFIX) :].split("-", 1)[0])
+        except ValueError:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as f:
+                header = f.read(_LINE * 2)
+        except OSError:
+            continue
+        if len(header) < _LINE * 2:
+            continue
+        words = memoryview(header).cast("Q")
+        if words[_H_MAGIC] != _MAGIC or words[_H_CREATOR_PIDNS] != own_ns:
+            continue
+        if not _sys.pid_alive(pid, int(words[_H_CREATOR_START])):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            removed.append(path)
+    return removed

@@ -1,0 +1,149 @@
+"""Process bodies for the tests (a module of its own so ``spawn`` children can import it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import signal
+import time
+import zlib
+from multiprocessing.connection import Connection
+from typing import Any
+
+from cardcage.shm import MessageQueue, QueueClosedError, ShmBroadcastError
+from cardcage.shm.queue import Handle
+
+
+def digest(obj: Any) -> tuple[str, str]:
+    """Type name and sha256 of an object's canonical bytes."""
+    data = obj if isinstance(obj, bytes | bytearray) else pickle.dumps(obj, 5)
+    return type(obj).__name__, hashlib.sha256(data).hexdigest()
+
+
+def read_all(handle: Handle, rank: int, n: int, conn: Connection) -> None:
+    """Receive ``n`` messages and send back their digests."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    out = [digest(q.dequeue(timeout=30)) for _ in range(n)]
+    conn.send(out)
+    q.close()
+
+
+def read_after_go(handle: Handle, rank: int, conn: Connection) -> None:
+    """Attach, report ready, wait for a go from the test, then read one message."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send("ready")
+    conn.recv()
+    conn.send(q.dequeue(timeout=30))
+    q.close()
+
+
+def read_until_closed(handle: Handle, rank: int, conn: Connection) -> None:
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    got = []
+    try:
+        while True:
+            got.append(q.dequeue(timeout=30))
+    except QueueClosedError:
+        conn.send(("closed", got))
+    q.close()
+
+
+def attach_then_hang(handle: Handle, rank: int, conn: Connection) -> None:
+    """Attach and become ready, then never read (the test SIGKILLs this process)."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send(os.getpid())
+    conn.recv()  # blocks until killed
+    q.close()
+
+
+def stress_reader(handle: Handle, rank: int, n: int, conn: Connection) -> None:
+    """Check sequence numbers and CRCs of ``n`` stress messages."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    bad = 0
+    for i in range(n):
+        msg = q.dequeue(timeout=60)
+        if isinstance(msg, bytes):
+            seq = int.from_bytes(msg[:8], "little")
+            crc = int.from_bytes(msg[8:12], "little")
+            ok = seq == i and zlib.crc32(msg[12:]) == crc
+        else:
+            seq, crc, body = msg
+            ok = seq == i and zlib.crc32(body) == crc
+        bad += not ok
+    conn.send((n, bad))
+    q.close()
+
+
+def writer_then_hang(n: int, chunk: int, chunks: int, conn: Connection) -> None:
+    """Be the writer of a 1-reader queue: send the handle, publish ``n`` messages, then hang."""
+    q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=chunks)
+    conn.send(q.export_handle())
+    if conn.recv() == "ready":
+        q.wait_until_ready(timeout=30)
+        for i in range(n):
+            q.enqueue(i.to_bytes(4, "little") * (chunk // 8), timeout=30)
+    conn.send("published")
+    conn.recv()  # blocks until killed
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def forked_child_drops_writer(q: MessageQueue, conn: Connection) -> None:
+    """In a forked child: close and drop an inherited writer object, then exit normally."""
+    try:
+        q.close()
+        del q
+        conn.send("ok")
+    except ShmBroadcastError as exc:  # pragma: no cover - reported to the test
+        conn.send(repr(exc))
+
+
+def busy(seconds: float) -> None:  # pragma: no cover - helper for manual runs
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def process_group_member(
+    rank: int, world: int, init_file: str, writer_rank: int, conn: Connection
+) -> None:
+    """One rank of a gloo group: build the queue collectively, broadcast, report digests."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        from cardcage.shm import in_the_same_node_as
+
+        same = in_the_same_node_as(dist.group.WORLD, source_rank=writer_rank)
+        q = MessageQueue.create_from_process_group(
+            dist.group.WORLD, max_chunk_bytes=512, max_chunks=4, writer_rank=writer_rank
+        )
+        got = []
+        for i in range(20):
+            payload = {"i": i, "body": bytes([i]) * (i * 100)} if i % 2 else bytes([i]) * i * 90
+            got.append(digest(q.broadcast_object(payload if rank == writer_rank else None)))
+        dist.barrier()
+        q.close()
+        conn.send((same, got))
+    finally:
+        dist.destroy_process_group()
+
+
+def read_remote_then_hang(handle: Handle, rank: int, conn: Connection) -> None:
+    """Attach as a remote reader, get ready, then read only when told (count messages)."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send("ready")
+    conn.recv()
+    got = []
+    try:
+        while True:
+            got.append(digest(q.dequeue(timeout=30)))
+    except QueueClosedError:
+        conn.send(got)
+    q.close()
