@@ -6,7 +6,6 @@ entry-point groups, environment variables and hook registry.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import logging
 import sys
@@ -840,7 +839,14 @@ def test_the_report_records_the_selection(
 
 
 def _provided(profile: RuntimeProfile, provider: str) -> RuntimeProfile:
-    return dataclasses.replace(profile, selection_provider=provider)
+    return type(profile)(
+        profile.name,
+        profile.platform_group,
+        profile.plugin_group,
+        profile.selector_env,
+        profile.allowlist_env,
+        selection_provider=provider,
+    )
 
 
 def test_a_selection_provider_decides_which_platform_distributions_are_excluded(

@@ -8,6 +8,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import zipfile
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ from cardcage.hooks.snapshot import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dist_support import DistFactory
 
     from cardcage.hooks.profile import RuntimeProfile
@@ -259,6 +262,198 @@ def test_the_snapshot_agrees_with_importlib_metadata(
     assert sorted((ep.name, ep.value, ep.dist_name) for ep in ours) == sorted(
         (ep.name, ep.value, ep.dist.name if ep.dist else None) for ep in theirs
     )
+
+
+def _importlib_view(group: str) -> list[tuple[str, str, str | None, str | None]]:
+    found = metadata.entry_points(group=group)
+    return [
+        (ep.name, ep.value, ep.dist.name if ep.dist else None, ep.dist.version if ep.dist else None)
+        for ep in found
+    ]
+
+
+def _our_view(group: str) -> list[tuple[str, str, str | None, str | None]]:
+    found = entry_point_snapshot().group(group)
+    return [(ep.name, ep.value, ep.dist_name, ep.dist.version if ep.dist else None) for ep in found]
+
+
+def _write_egg_info(site: Path, name: str, version: str, entry_points: str) -> Path:
+    """A setuptools-style ``<name>.egg-info`` folder: PKG-INFO, no METADATA."""
+    info = site / f"{name.replace('-', '_')}.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text(
+        f"Metadata-Version: 1.2\nName: {name}\nVersion: {version}\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(entry_points, encoding="utf-8")
+    return info
+
+
+def test_an_egg_info_folder_is_scanned_with_name_and_version_from_pkg_info(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    group = plugin_profile.plugin_group
+    _write_egg_info(dists.default_site, "Egg-Dist", "0.7", f"[{group}]\negg = os:getcwd\n")
+
+    dists.refresh()
+
+    assert _our_view(group) == [("egg", "os:getcwd", "Egg-Dist", "0.7")]
+    assert _our_view(group) == _importlib_view(group)
+
+
+def test_a_zip_file_on_sys_path_is_read_through_importlib_metadata(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+) -> None:
+    group = plugin_profile.plugin_group
+    archive = tmp_path / "zipped.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr(
+            "zipped_dist-2.1.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: Zipped.Dist\nVersion: 2.1\n",
+        )
+        bundle.writestr("zipped_dist-2.1.dist-info/entry_points.txt", f"[{group}]\nz = os:sep\n")
+    monkeypatch.syspath_prepend(str(archive))
+
+    dists.refresh()
+
+    assert _our_view(group) == [("z", "os:sep", "Zipped.Dist", "2.1")]
+    assert _our_view(group) == _importlib_view(group)
+    [entry] = pickle.loads(pickle.dumps(entry_point_snapshot())).group(group)
+    assert (entry.dist_name, entry.dist and entry.dist.version) == ("Zipped.Dist", "2.1")
+
+
+def test_a_zip_file_earlier_on_sys_path_shadows_the_same_distribution_in_a_folder(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+) -> None:
+    group = plugin_profile.plugin_group
+    dists.add("dup-dist", version="1.0", plugins={"in_folder": None}, refresh=False)
+    archive = tmp_path / "dup.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        bundle.writestr(
+            "dup_dist-2.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: dup-dist\nVersion: 2.0\n",
+        )
+        bundle.writestr("dup_dist-2.0.dist-info/entry_points.txt", f"[{group}]\nin_zip = os:sep\n")
+    monkeypatch.syspath_prepend(str(archive))
+
+    dists.refresh()
+
+    assert _our_view(group) == [("in_zip", "os:sep", "dup-dist", "2.0")]
+    assert _our_view(group) == _importlib_view(group)
+
+
+def test_an_earlier_copy_without_entry_points_still_shadows_a_later_one(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    group = plugin_profile.plugin_group
+    early, late = dists.site(), dists.site()  # ``late`` is searched first
+    dists.add("shadow-dist", version="1.0", plugins={"hidden": None}, site=early, refresh=False)
+    first = dists.add(
+        "shadow-dist", version="2.0", plugins={"gone": None}, site=late, refresh=False
+    )
+    (first.dist_info / "entry_points.txt").unlink()
+
+    dists.refresh()
+
+    assert _our_view(group) == []
+    assert _importlib_view(group) == []
+
+
+def test_the_same_distribution_in_two_path_entries_agrees_with_importlib(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    group = plugin_profile.plugin_group
+    early, late = dists.site(), dists.site()
+    dists.add("twice", version="1.0", plugins={"old": None, "shared": None}, site=early)
+    dists.add("Twice", version="2.0", plugins={"new": None, "shared": None}, site=late)
+    dists.add("other-dist", plugins={"other": None}, site=early)
+
+    assert sorted(_our_view(group)) == sorted(_importlib_view(group))
+    assert {name for name, *_ in _our_view(group)} == {"new", "shared", "other"}
+
+
+def test_missing_and_non_zip_file_path_entries_are_skipped(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+) -> None:
+    not_a_zip = tmp_path / "not-a-zip.txt"
+    not_a_zip.write_text("hello", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(not_a_zip))
+    monkeypatch.syspath_prepend(str(tmp_path / "does-not-exist"))
+    dists.add("dist-a", plugins={"alpha": None}, refresh=False)
+
+    dists.refresh()
+
+    assert [name for name, *_ in _our_view(plugin_profile.plugin_group)] == ["alpha"]
+
+
+def test_name_and_version_come_from_one_read_of_metadata_headers(
+    monkeypatch: pytest.MonkeyPatch, dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dist = dists.add("dist-a", plugins={"alpha": None})
+    (dist.dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nname: Dist-A\nVERSION: 3.0\nName: not-this-one\n"
+        "Summary: one\n\nName: in-the-body\nVersion: 9\n",
+        encoding="utf-8",
+    )
+    reads: list[str] = []
+    real_read = snapshot._read_text
+
+    def counting_read(path: str) -> str | None:
+        reads.append(os.path.basename(path))
+        return real_read(path)
+
+    monkeypatch.setattr(snapshot, "_read_text", counting_read)
+    [entry] = dists.refresh().group(plugin_profile.plugin_group)
+    reads.clear()
+
+    assert (entry.dist_name, entry.dist and entry.dist.version) == ("Dist-A", "3.0")
+    assert reads == ["METADATA"]
+    assert _our_view(plugin_profile.plugin_group) == _importlib_view(plugin_profile.plugin_group)
+
+
+def test_the_scan_reads_no_metadata_until_a_name_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch, dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dists.add("dist-a", plugins={"alpha": None}, refresh=False)
+    reads: list[str] = []
+    real_read = snapshot._read_text
+
+    def counting_read(path: str) -> str | None:
+        reads.append(os.path.basename(path))
+        return real_read(path)
+
+    monkeypatch.setattr(snapshot, "_read_text", counting_read)
+
+    [entry] = dists.refresh().group(plugin_profile.plugin_group)
+
+    assert "METADATA" not in reads
+    assert entry.dist is not None
+    assert entry.dist.normalized_name == "dist_a"
+
+
+def test_groups_parsed_on_demand_match_a_full_parse(
+    dists: DistFactory, plugin_profile: RuntimeProfile
+) -> None:
+    dists.add("vendor-a", platforms={"a": None}, plugins={"a1": None, "a2": None})
+    dists.add("neutral", plugins={"n1": None})
+    lazy = entry_point_snapshot()
+    lazy_view = {group: lazy.group(group) for group in (plugin_profile.plugin_group, "nope")}
+
+    full = pickle.loads(pickle.dumps(lazy))
+
+    assert [(ep.name, ep.value) for ep in lazy_view[plugin_profile.plugin_group]] == [
+        (ep.name, ep.value) for ep in full.group(plugin_profile.plugin_group)
+    ]
+    assert lazy_view["nope"] == full.group("nope") == ()
+    assert lazy.groups() == full.groups()
 
 
 # -- handing the snapshot to a spawned worker ------------------------------------------------

@@ -10,11 +10,13 @@ variable, never a silent default.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
+from ._records import FrozenRecord
 from .errors import InvalidEnvVarError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 __all__ = [
     "CARDCAGE_DEFERRED_HOOKS",
@@ -62,15 +64,32 @@ def parse_allowlist(name: str, raw: str) -> frozenset[str] | None:
     return frozenset(item.strip() for item in raw.split(",") if item.strip())
 
 
-@dataclass(frozen=True)
-class EnvVar(Generic[T]):
-    """One environment variable: its name, type, default and what it means."""
+class EnvVar(FrozenRecord, Generic[T]):
+    """One environment variable: its name, type, default and what it means (immutable)."""
+
+    _fields = ("name", "default", "parser", "kind", "description")
+    __slots__ = _fields
 
     name: str
     default: T
     parser: Callable[[str, str], T]
     kind: str
     description: str
+
+    def __init__(
+        self,
+        name: str,
+        default: T,
+        parser: Callable[[str, str], T],
+        kind: str,
+        description: str,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "name", name)
+        init(self, "default", default)
+        init(self, "parser", parser)
+        init(self, "kind", kind)
+        init(self, "description", description)
 
     def raw(self) -> str | None:
         """The raw string in the environment, or None when unset."""

@@ -22,11 +22,12 @@ from metadata only. Nothing here imports a platform package at module scope.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._log import get_logger
+from ._records import FrozenRecord, Record
 from .envs import CARDCAGE_DEFERRED_HOOKS, CARDCAGE_STRICT_HOOKS, parse_allowlist, parse_str
 from .errors import DuplicatePluginError, PluginLoadError, format_plugin
 from .once import COMPLETE, Once
@@ -48,7 +49,6 @@ from .snapshot import (
 )
 
 if TYPE_CHECKING:
-    import logging
     from collections.abc import Callable, Collection, Iterable, Mapping
 
 __all__ = [
@@ -82,46 +82,136 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class LoadedPlugin(NamedTuple):
-    """A plugin's loaded callback and its distribution (the seed's ``(func, dist_name)`` pair)."""
+if TYPE_CHECKING:
+    _PluginPair = tuple[Callable[[], object], str | None]
+else:
+    _PluginPair = tuple  # subscripting the ABC-based alias costs more than the class itself
 
-    callback: Callable[[], object]
-    dist_name: str | None
+
+class LoadedPlugin(_PluginPair):
+    """A plugin's loaded callback and its distribution (the seed's ``(func, dist_name)`` pair).
+
+    A named tuple written out by hand (``typing.NamedTuple`` costs a third of a millisecond to
+    define, on the path of every first ``load_plugins()``): the same fields, tuple behaviour,
+    repr and ``_fields`` / ``_make`` / ``_asdict`` / ``_replace``.
+    """
+
+    __slots__ = ()
+
+    _fields: ClassVar[tuple[str, str]] = ("callback", "dist_name")
+    _field_defaults: ClassVar[dict[str, Any]] = {}
+    __match_args__: ClassVar[tuple[str, str]] = ("callback", "dist_name")
+
+    def __new__(cls, callback: Callable[[], object], dist_name: str | None) -> LoadedPlugin:
+        return tuple.__new__(cls, (callback, dist_name))
+
+    @property
+    def callback(self) -> Callable[[], object]:
+        return self[0]
+
+    @property
+    def dist_name(self) -> str | None:
+        return self[1]
+
+    @classmethod
+    def _make(cls, iterable: Iterable[Any]) -> LoadedPlugin:
+        callback, dist_name = iterable
+        return cls(callback, dist_name)
+
+    def _asdict(self) -> dict[str, Any]:
+        return {"callback": self[0], "dist_name": self[1]}
+
+    def _replace(self, **changes: Any) -> LoadedPlugin:
+        values = self._asdict()
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
+        values.update(changes)
+        return type(self)(**values)
+
+    def __getnewargs__(self) -> tuple[Callable[[], object], str | None]:
+        return (self[0], self[1])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(callback={self[0]!r}, dist_name={self[1]!r})"
 
 
-@dataclass(frozen=True)
-class PlatformChoice:
+class PlatformChoice(FrozenRecord):
     """The platform a runtime selected, as far as plugin filtering needs to know it.
 
     ``entry_point`` is None for a built-in platform; ``dist_name`` is the distribution that
     supplied the selected entry point (None for built-ins, or when nothing matched the selector).
+    Immutable; compares and hashes by value.
     """
+
+    _fields = ("entry_point", "dist_name", "reason")
+    __slots__ = _fields
 
     entry_point: str | None
     dist_name: str | None
-    reason: str = "SGLANG_PLATFORM"
+    reason: str
+
+    def __init__(
+        self, entry_point: str | None, dist_name: str | None, reason: str = "SGLANG_PLATFORM"
+    ) -> None:
+        init = object.__setattr__
+        init(self, "entry_point", entry_point)
+        init(self, "dist_name", dist_name)
+        init(self, "reason", reason)
 
 
-@dataclass
-class PluginStatus:
+class PluginStatus(Record):
     """What happened to one discovered plugin in this process."""
+
+    _fields = ("name", "group", "value", "dist_name", "status", "detail")
+    __slots__ = _fields
 
     name: str
     group: str
     value: str
     dist_name: str | None
     status: str  # executed | loaded | not-allowed | excluded | failed-import | failed-register
-    detail: str = ""
+    detail: str
+
+    def __init__(
+        self,
+        name: str,
+        group: str,
+        value: str,
+        dist_name: str | None,
+        status: str,
+        detail: str = "",
+    ) -> None:
+        self.name = name
+        self.group = group
+        self.value = value
+        self.dist_name = dist_name
+        self.status = status
+        self.detail = detail
 
 
-@dataclass
-class PluginLoadReport:
+class PluginLoadReport(Record):
     """The outcome of ``load_plugins()`` for one runtime profile."""
 
+    _fields = ("profile", "selection", "plugins", "apply")
+    __slots__ = _fields
+
     profile: RuntimeProfile
-    selection: PlatformChoice | None = None
-    plugins: list[PluginStatus] = field(default_factory=list)
-    apply: ApplyReport | None = None
+    selection: PlatformChoice | None
+    plugins: list[PluginStatus]
+    apply: ApplyReport | None
+
+    def __init__(
+        self,
+        profile: RuntimeProfile,
+        selection: PlatformChoice | None = None,
+        plugins: list[PluginStatus] | None = None,
+        apply: ApplyReport | None = None,
+    ) -> None:
+        self.profile = profile
+        self.selection = selection
+        self.plugins = [] if plugins is None else plugins
+        self.apply = apply
 
     def names(self, status: str) -> list[str]:
         return [p.name for p in self.plugins if p.status == status]
@@ -134,6 +224,11 @@ def read_allowlist(profile: RuntimeProfile = SRT_PROFILE) -> frozenset[str] | No
 
 def _norm(dist: str | None) -> str | None:
     return normalize_dist_name(dist) if dist else dist
+
+
+def _dist_key(ep: PluginEntryPoint) -> str | None:
+    """The entry point's normalised distribution name, known without reading its METADATA."""
+    return ep.dist.normalized_name if ep.dist is not None else None
 
 
 def resolve_platform_choice(
@@ -235,13 +330,15 @@ def load_plugins_by_group(
     excluded = {_norm(d) for d in excluded_dists or ()}
     logger.debug("Available plugins for group %s:", group)
     survivors: list[PluginEntryPoint] = []
+    debug = logger.isEnabledFor(logging.DEBUG)
     for ep in eps:
-        logger.debug("  - %s -> %s (%s)", ep.name, ep.value, ep.dist_name)
+        if debug:
+            logger.debug("  - %s -> %s (%s)", ep.name, ep.value, ep.dist_name)
         if allowed is not None and ep.name not in allowed:
             logger.debug("Skipping plugin %s (not in %s)", ep.name, profile.allowlist_env)
             _record(statuses, ep, "not-allowed", f"not in {profile.allowlist_env}")
             continue
-        if ep.dist_name is not None and _norm(ep.dist_name) in excluded:
+        if excluded and (key := _dist_key(ep)) is not None and key in excluded:
             logger.debug(
                 "Skipping plugin %s (dist %s excluded by %s)",
                 ep.name,
@@ -252,7 +349,7 @@ def load_plugins_by_group(
             continue
         survivors.append(ep)
     _check_duplicates(group, survivors)
-    survivors.sort(key=lambda ep: (_norm(ep.dist_name) or "", ep.name))
+    survivors.sort(key=lambda ep: (_dist_key(ep) or "", ep.name))
     loaded: dict[str, LoadedPlugin] = {}
     owner = HookRegistry if registry is None else registry
     for ep in survivors:

@@ -7,13 +7,12 @@ SGLang plugins work as published. Another engine can embed cardcage with a profi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ._records import FrozenRecord
 
 __all__ = ["SRT_PROFILE", "RuntimeProfile"]
 
 
-@dataclass(frozen=True)
-class RuntimeProfile:
+class RuntimeProfile(FrozenRecord):
     """Where a runtime looks for platform and general plugins, and which variables steer it.
 
     ``selection_provider`` is an optional ``"module:function"`` path, resolved lazily, to a
@@ -21,14 +20,43 @@ class RuntimeProfile:
     selected. It lets a platform package hand its selection (automatic mode included) to the
     general-plugin loader without this package ever importing it at module scope; when the
     module is not installed, the loader falls back to the selector variable.
+
+    Immutable and hashable (the loader keys its per-profile state on it).
     """
+
+    _fields = (
+        "name",
+        "platform_group",
+        "plugin_group",
+        "selector_env",
+        "allowlist_env",
+        "selection_provider",
+    )
+    __slots__ = _fields
 
     name: str
     platform_group: str
     plugin_group: str
     selector_env: str
     allowlist_env: str
-    selection_provider: str | None = None
+    selection_provider: str | None
+
+    def __init__(
+        self,
+        name: str,
+        platform_group: str,
+        plugin_group: str,
+        selector_env: str,
+        allowlist_env: str,
+        selection_provider: str | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "name", name)
+        init(self, "platform_group", platform_group)
+        init(self, "plugin_group", plugin_group)
+        init(self, "selector_env", selector_env)
+        init(self, "allowlist_env", allowlist_env)
+        init(self, "selection_provider", selection_provider)
 
 
 SRT_PROFILE = RuntimeProfile(

@@ -11,13 +11,13 @@ gets a fresh lock and keeps the parent's platform.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import traceback
 from typing import TYPE_CHECKING
 
 from cardcage.hooks.errors import PhaseFailedError
 
-from .errors import PlatformReentrancyError
 from .probes import DEFAULT_PROBES, HardwareProbes
 from .selection import SelectionRecord, activating_plugin, select_platform
 from .srt import srt_policy
@@ -54,6 +54,8 @@ def get_current_platform() -> SRTPlatform:
             if ep is not None
             else "code running during platform selection"
         )
+        from .errors import PlatformReentrancyError  # an error path: imported when needed
+
         raise PlatformReentrancyError(
             f"current_platform was accessed while the platform is being resolved, from {who}. "
             "activate() and the platform's constructor must not touch current_platform: keep "
@@ -74,7 +76,13 @@ def get_current_platform() -> SRTPlatform:
             raise
         finally:
             _state.resolving_thread = None
-        record.first_access_stack = "".join(traceback.format_stack()[:-1])
+        # The caller's frames, outermost first, as format_stack() would list them; their source
+        # lines are read only if someone looks at the record (reading them costs milliseconds).
+        frames = traceback.StackSummary.extract(
+            traceback.walk_stack(sys._getframe(1)), lookup_lines=False
+        )
+        frames.reverse()
+        record._set_first_access_frames(frames)
         _state.record = record
         _state.platform = selected
         return selected  # type: ignore[no-any-return]

@@ -9,19 +9,23 @@ on any machine.
 
 from __future__ import annotations
 
-import glob
 import importlib.util
 import os
 import platform as _platform
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cardcage.hooks._records import FrozenRecord
 
 from .envs import SGLANG_USE_CPU_ENGINE
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["DEFAULT_PROBES", "HardwareProbes"]
 
 _CPU_ENGINE_ARCHES = frozenset({"x86_64", "amd64", "i386", "i686", "arm64", "aarch64"})
 _INTEL_VENDOR = "0x8086"
+_DRM = "/sys/class/drm"
 
 
 def _torch_installed() -> bool:
@@ -37,7 +41,13 @@ def _amd_driver_present() -> bool:
 
 
 def _intel_gpu_present() -> bool:
-    for vendor_file in glob.glob("/sys/class/drm/renderD*/device/vendor"):
+    # glob("/sys/class/drm/renderD*/device/vendor") without importing glob and fnmatch.
+    try:
+        nodes = [name for name in os.listdir(_DRM) if name.startswith("renderD")]
+    except OSError:
+        return False
+    for node in nodes:
+        vendor_file = os.path.join(_DRM, node, "device", "vendor")
         try:
             with open(vendor_file, encoding="ascii") as handle:
                 if handle.read().strip().lower() == _INTEL_VENDOR:
@@ -86,14 +96,29 @@ def xpu_available() -> bool:
     return bool(xpu is not None and xpu.is_available())
 
 
-@dataclass(frozen=True)
-class HardwareProbes:
-    """One zero-argument callable per built-in platform of the SRT fallback chain."""
+class HardwareProbes(FrozenRecord):
+    """One zero-argument callable per built-in platform of the SRT fallback chain (immutable)."""
 
-    cpu_engine_requested: Callable[[], bool] = cpu_engine_requested
-    cuda: Callable[[], bool] = cuda_available
-    rocm: Callable[[], bool] = rocm_available
-    xpu: Callable[[], bool] = xpu_available
+    _fields = ("cpu_engine_requested", "cuda", "rocm", "xpu")
+    __slots__ = _fields
+
+    cpu_engine_requested: Callable[[], bool]
+    cuda: Callable[[], bool]
+    rocm: Callable[[], bool]
+    xpu: Callable[[], bool]
+
+    def __init__(
+        self,
+        cpu_engine_requested: Callable[[], bool] = cpu_engine_requested,
+        cuda: Callable[[], bool] = cuda_available,
+        rocm: Callable[[], bool] = rocm_available,
+        xpu: Callable[[], bool] = xpu_available,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "cpu_engine_requested", cpu_engine_requested)
+        init(self, "cuda", cuda)
+        init(self, "rocm", rocm)
+        init(self, "xpu", xpu)
 
 
 DEFAULT_PROBES = HardwareProbes()

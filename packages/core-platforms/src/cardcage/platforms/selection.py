@@ -20,31 +20,27 @@ Everything it saw goes into a ``SelectionRecord`` for ``cardcage platform``.
 
 from __future__ import annotations
 
-import difflib
+import importlib
 import os
-import pkgutil
 import threading
-from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cardcage.hooks._log import get_logger
+from cardcage.hooks._records import FrozenRecord, Record
 from cardcage.hooks.errors import DuplicatePluginError
 from cardcage.hooks.loader import read_allowlist
 from cardcage.hooks.profile import RuntimeProfile
 from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
 
 from .device_mixin import DeviceMixin, PlatformEnum
-from .errors import (
-    InvalidPlatformClassError,
-    MultiplePlatformsError,
-    PlatformActivationError,
-    PlatformError,
-    PlatformNotFoundError,
-    PlatformUnavailableError,
-    ReservedPlatformNameError,
-)
+
+# The error classes (``.errors``) are imported where they are raised: a successful selection,
+# the path every process takes, never needs them.
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from traceback import StackSummary
 
 __all__ = [
     "BuiltinPlatform",
@@ -59,61 +55,196 @@ __all__ = [
 logger = get_logger(__name__)
 
 
-@dataclass(frozen=True)
-class BuiltinPlatform:
+class BuiltinPlatform(FrozenRecord):
     """A platform that ships with the runtime, with the probes that decide if it can run."""
+
+    _fields = (
+        "alias",
+        "qualname",
+        "auto_probe",
+        "explicit_probe",
+        "explicit_allowed",
+        "requirement",
+    )
+    __slots__ = _fields
 
     alias: str
     qualname: str
     auto_probe: Callable[[], bool]
-    explicit_probe: Callable[[], bool] | None = None  # None: explicit selection skips probing
-    explicit_allowed: bool = True
-    requirement: str = ""  # what the probe looks for, shown when it does not match
+    explicit_probe: Callable[[], bool] | None  # None: explicit selection skips probing
+    explicit_allowed: bool
+    requirement: str  # what the probe looks for, shown when it does not match
+
+    def __init__(
+        self,
+        alias: str,
+        qualname: str,
+        auto_probe: Callable[[], bool],
+        explicit_probe: Callable[[], bool] | None = None,
+        explicit_allowed: bool = True,
+        requirement: str = "",
+    ) -> None:
+        init = object.__setattr__
+        init(self, "alias", alias)
+        init(self, "qualname", qualname)
+        init(self, "auto_probe", auto_probe)
+        init(self, "explicit_probe", explicit_probe)
+        init(self, "explicit_allowed", explicit_allowed)
+        init(self, "requirement", requirement)
 
 
-@dataclass(frozen=True)
-class SelectionPolicy:
+class SelectionPolicy(FrozenRecord):
     """How one runtime selects its platform."""
+
+    _fields = (
+        "profile",
+        "base_class",
+        "builtins",
+        "default_qualname",
+        "allowlist_filters_automatic",
+    )
+    __slots__ = _fields
 
     profile: RuntimeProfile
     base_class: type
     builtins: tuple[BuiltinPlatform, ...]  # in fallback order
     default_qualname: str | None  # used when no built-in probe matches
-    allowlist_filters_automatic: bool = True
+    allowlist_filters_automatic: bool
+
+    def __init__(
+        self,
+        profile: RuntimeProfile,
+        base_class: type,
+        builtins: tuple[BuiltinPlatform, ...],
+        default_qualname: str | None,
+        allowlist_filters_automatic: bool = True,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "profile", profile)
+        init(self, "base_class", base_class)
+        init(self, "builtins", builtins)
+        init(self, "default_qualname", default_qualname)
+        init(self, "allowlist_filters_automatic", allowlist_filters_automatic)
 
     def aliases(self) -> dict[str, BuiltinPlatform]:
         return {b.alias: b for b in self.builtins}
 
 
-@dataclass
-class Candidate:
+class Candidate(Record):
     """One platform candidate and what happened to it."""
+
+    _fields = ("name", "kind", "outcome", "dist_name", "dist_version", "value", "detail")
+    __slots__ = _fields
 
     name: str
     kind: str  # "entry-point" or "built-in"
     outcome: str  # selected | activated | declined | not-allowed | not-loaded | unavailable
-    dist_name: str | None = None
-    dist_version: str | None = None
-    value: str | None = None
-    detail: str = ""
+    dist_name: str | None
+    dist_version: str | None
+    value: str | None
+    detail: str
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        outcome: str,
+        dist_name: str | None = None,
+        dist_version: str | None = None,
+        value: str | None = None,
+        detail: str = "",
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.outcome = outcome
+        self.dist_name = dist_name
+        self.dist_version = dist_version
+        self.value = value
+        self.detail = detail
 
 
-@dataclass
-class SelectionRecord:
-    """Why this process runs on the platform it runs on."""
+class SelectionRecord(Record):
+    """Why this process runs on the platform it runs on.
+
+    ``first_access_stack`` is the stack of the first ``current_platform`` access, formatted like
+    ``traceback.format_stack()``. Only the frames are captured at that access; their source lines
+    are read, and the text formatted, the first time the attribute is read (``cardcage platform``).
+    """
+
+    _fields = (
+        "runtime",
+        "mode",
+        "selector_env",
+        "selector",
+        "qualname",
+        "plugin_name",
+        "dist_name",
+        "dist_version",
+        "builtin",
+        "reason",
+        "candidates",
+        "first_access_stack",
+    )
+    __slots__ = (*_fields[:-1], "_first_access_stack", "_first_access_frames")
 
     runtime: str
     mode: str  # "explicit" or "automatic"
     selector_env: str
     selector: str
-    qualname: str = ""
-    plugin_name: str | None = None
-    dist_name: str | None = None
-    dist_version: str | None = None
-    builtin: str | None = None
-    reason: str = ""
-    candidates: list[Candidate] = field(default_factory=list)
-    first_access_stack: str = ""
+    qualname: str
+    plugin_name: str | None
+    dist_name: str | None
+    dist_version: str | None
+    builtin: str | None
+    reason: str
+    candidates: list[Candidate]
+
+    def __init__(
+        self,
+        runtime: str,
+        mode: str,
+        selector_env: str,
+        selector: str,
+        qualname: str = "",
+        plugin_name: str | None = None,
+        dist_name: str | None = None,
+        dist_version: str | None = None,
+        builtin: str | None = None,
+        reason: str = "",
+        candidates: list[Candidate] | None = None,
+        first_access_stack: str = "",
+    ) -> None:
+        self.runtime = runtime
+        self.mode = mode
+        self.selector_env = selector_env
+        self.selector = selector
+        self.qualname = qualname
+        self.plugin_name = plugin_name
+        self.dist_name = dist_name
+        self.dist_version = dist_version
+        self.builtin = builtin
+        self.reason = reason
+        self.candidates = [] if candidates is None else candidates
+        self._first_access_stack = first_access_stack
+        self._first_access_frames: StackSummary | None = None
+
+    @property
+    def first_access_stack(self) -> str:
+        """Where ``current_platform`` was first accessed, formatted like ``format_stack()``."""
+        frames = self._first_access_frames
+        if frames is not None:
+            self._first_access_stack = "".join(frames.format())
+            self._first_access_frames = None
+        return self._first_access_stack
+
+    @first_access_stack.setter
+    def first_access_stack(self, value: str) -> None:
+        self._first_access_stack = value
+        self._first_access_frames = None
+
+    def _set_first_access_frames(self, frames: StackSummary) -> None:
+        """Keep the (unformatted) frames of the first access; formatted when first read."""
+        self._first_access_frames = frames
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -127,7 +258,7 @@ class SelectionRecord:
             "version": self.dist_version,
             "builtin": self.builtin,
             "reason": self.reason,
-            "candidates": [c.__dict__.copy() for c in self.candidates],
+            "candidates": [{name: getattr(c, name) for name in c._fields} for c in self.candidates],
             "first_access_stack": self.first_access_stack,
         }
 
@@ -166,6 +297,8 @@ def _validate_names(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
             raise DuplicatePluginError(group, name, [ep.dist_name for ep in found])
         if name in aliases:
             ep = found[0]
+            from .errors import ReservedPlatformNameError
+
             raise ReservedPlatformNameError(
                 f"Platform entry point {_who(ep)} in group {group!r} uses the built-in name "
                 f"{name!r}, which is reserved for the in-tree platform. Rename the entry point "
@@ -193,6 +326,8 @@ def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
             callback = ep.load()
             result = callback()  # type: ignore[operator]
     except Exception as exc:
+        from .errors import PlatformActivationError
+
         raise PlatformActivationError(
             f"Platform plugin {_who(ep)} failed to activate: {type(exc).__name__}: {exc}. "
             "Startup stops here rather than fall back to a built-in platform, which would run "
@@ -205,6 +340,8 @@ def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
     if result is None:
         return None
     if not isinstance(result, str) or not result.strip():
+        from .errors import PlatformActivationError
+
         raise PlatformActivationError(
             f"Platform plugin {_who(ep)}: activate() must return the platform class's qualified "
             f"name as a non-empty str (e.g. 'my_plugin.platform:MyPlatform') or None, got "
@@ -214,6 +351,25 @@ def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
             distribution=ep.dist_name,
         )
     return result.strip()
+
+
+def _resolve_name(qualname: str) -> object:
+    """``pkgutil.resolve_name``, without compiling its pattern for the usual ``module:attr``.
+
+    A name whose module and attribute parts are plain identifiers resolves exactly as
+    ``resolve_name`` resolves it (import the module, then walk the attributes); anything else
+    goes to ``resolve_name`` itself, with its validation and its errors.
+    """
+    module_name, colon, attrs = qualname.partition(":")
+    parts = attrs.split(".")
+    if colon and all(p.isascii() and p.isidentifier() for p in (*module_name.split("."), *parts)):
+        obj: object = importlib.import_module(module_name)
+        for part in parts:
+            obj = getattr(obj, part)
+        return obj
+    import pkgutil
+
+    return pkgutil.resolve_name(qualname)
 
 
 def load_platform_class(
@@ -230,10 +386,12 @@ def load_platform_class(
     try:
         if ep is not None:
             with _activating_context(ep):
-                obj = pkgutil.resolve_name(qualname)
+                obj = _resolve_name(qualname)
         else:
-            obj = pkgutil.resolve_name(qualname)
+            obj = _resolve_name(qualname)
     except Exception as exc:
+        from .errors import InvalidPlatformClassError
+
         raise InvalidPlatformClassError(
             f"Platform plugin {who} named {qualname!r}, which cannot be imported: "
             f"{type(exc).__name__}: {exc}.",
@@ -243,6 +401,8 @@ def load_platform_class(
         ) from exc
     base = policy.base_class
     if not isinstance(obj, type) or not issubclass(obj, base):
+        from .errors import InvalidPlatformClassError
+
         raise InvalidPlatformClassError(
             f"Expected a {base.__name__} subclass, got {type(obj).__name__} {obj!r:.80}: "
             f"{qualname} (from platform plugin {who}). activate() must name a class that "
@@ -263,6 +423,8 @@ def load_platform_class(
             elif not isinstance(value, str) or not value or value == "unknown":
                 problems.append(f"a non-empty {attr} other than 'unknown' (it has {value!r})")
         if problems:
+            from .errors import InvalidPlatformClassError
+
             raise InvalidPlatformClassError(
                 f"External platform class {qualname} (from {who}) must set "
                 + " and ".join(problems)
@@ -282,6 +444,8 @@ def _instantiate(policy: SelectionPolicy, cls: type, ep: PluginEntryPoint | None
         return cls()
     except Exception as exc:
         who = _who(ep) if ep is not None else "built-in"
+        from .errors import PlatformActivationError
+
         raise PlatformActivationError(
             f"Platform class {cls.__module__}.{cls.__qualname__} (from {who}) could not be "
             f"constructed with no arguments: {type(exc).__name__}: {exc}.",
@@ -304,6 +468,8 @@ def _candidate(ep: PluginEntryPoint, outcome: str, detail: str = "") -> Candidat
 
 
 def _suggest(selected: str, names: list[str]) -> str | None:
+    import difflib  # the error path only
+
     close = difflib.get_close_matches(selected, names, n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -328,9 +494,12 @@ def select_platform(
         if selector:
             return _select_explicit(policy, record, selector, eps, aliases)
         return _select_automatic(policy, record, eps)
-    except PlatformError as exc:
-        # What was seen before the failure: `cardcage platform` shows it next to the error.
-        exc.selection_record = record
+    except Exception as exc:
+        from .errors import PlatformError
+
+        if isinstance(exc, PlatformError):
+            # What was seen before the failure: `cardcage platform` shows it next to the error.
+            exc.selection_record = record
         raise
 
 
@@ -347,6 +516,8 @@ def _select_explicit(
         for ep in eps:
             record.candidates.append(_candidate(ep, "not-loaded", f"{profile.selector_env} set"))
         if builtin.explicit_probe is not None and not builtin.explicit_probe():
+            from .errors import PlatformUnavailableError
+
             raise PlatformUnavailableError(
                 f"{profile.selector_env}={selector!r} selects an in-tree platform, but that "
                 "hardware is not available on this machine. Unset the variable to let cardcage "
@@ -367,6 +538,8 @@ def _select_explicit(
         names = sorted(
             {ep.name for ep in eps} | {a for a, b in aliases.items() if b.explicit_allowed}
         )
+        from .errors import PlatformNotFoundError
+
         raise PlatformNotFoundError(
             profile.selector_env,
             selector,
@@ -379,6 +552,8 @@ def _select_explicit(
     qualname = _activate(policy, ep)
     if qualname is None:
         record.candidates.append(_candidate(ep, "declined", "activate() returned None"))
+        from .errors import PlatformUnavailableError
+
         raise PlatformUnavailableError(
             f"Platform plugin {_who(ep)} is installed but activate() returned None (hardware "
             f"not available on this machine?). Unset {profile.selector_env} to fall back to what "
@@ -412,6 +587,8 @@ def _select_automatic(
         activated.append((ep, qualname))
         record.candidates.append(_candidate(ep, "activated", f"activate() -> {qualname}"))
     if len(activated) > 1:
+        from .errors import MultiplePlatformsError
+
         raise MultiplePlatformsError(
             profile.selector_env,
             [(ep.name, ep.dist_name) for ep, _ in activated],
@@ -446,6 +623,8 @@ def _select_automatic(
             )
         )
     if policy.default_qualname is None:
+        from .errors import PlatformUnavailableError
+
         raise PlatformUnavailableError(
             "No platform plugin activated and no built-in platform is available.",
             group=profile.platform_group,
