@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._records import FrozenRecord
 
-__all__ = ["SRT_PROFILE", "RuntimeProfile"]
+__all__ = ["DIFFUSION_PROFILE", "SRT_PROFILE", "RuntimeProfile"]
 
 
 class RuntimeProfile(FrozenRecord):
@@ -67,4 +67,14 @@ SRT_PROFILE = RuntimeProfile(
     allowlist_env="SGLANG_PLUGINS",
     # Provided by cardcage-core-platforms when it is installed.
     selection_provider="cardcage.platforms.handoff:srt_platform_choice",
+)
+
+DIFFUSION_PROFILE = RuntimeProfile(
+    name="diffusion",
+    platform_group="sglang.multimodal_gen.platforms",
+    plugin_group="sglang.multimodal_gen.plugins",
+    selector_env="SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
+    allowlist_env="SGLANG_PLUGINS",
+    # Provided by cardcage-diffusion-runtime when it is installed.
+    selection_provider="cardcage.diffusion.runtime.platforms.handoff:diffusion_platform_choice",
 )

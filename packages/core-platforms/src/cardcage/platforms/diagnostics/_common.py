@@ -181,9 +181,19 @@ def runtime_profiles() -> tuple[RuntimeProfile, ...]:
 
     found: dict[str, RuntimeProfile] = {profile_module.SRT_PROFILE.name: profile_module.SRT_PROFILE}
     for value in vars(profile_module).values():
-        if isinstance(value, profile_module.RuntimeProfile):
+        if isinstance(value, profile_module.RuntimeProfile) and _runtime_installed(value):
             found.setdefault(value.name, value)
     return tuple(found.values())
+
+
+def _runtime_installed(profile: RuntimeProfile) -> bool:
+    """A runtime counts once the package that provides its selection is installed."""
+    if not profile.selection_provider:
+        return True
+    import importlib.util
+
+    package = ".".join(profile.selection_provider.partition(":")[0].split(".")[:2])
+    return importlib.util.find_spec(package) is not None
 
 
 def group_roles(
