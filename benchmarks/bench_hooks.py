@@ -18,7 +18,6 @@ Benchmarks report, they do not gate: the exit code is 0 even when a budget is mi
 
 from __future__ import annotations
 
-import argparse
 import ast
 import gc
 import importlib.util
@@ -26,7 +25,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,12 +35,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _common import (
+    ANCHOR_VERSION,
+    Result,
+    find_anchor_wheel,
+    parse_args,
+    progress,
+    quartiles,
+    run_once,
+    table,
+)
+
 from cardcage.hooks.registry import BaseHookRegistry, HookType
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-ANCHOR_VERSION = "0.5.23"
 ANCHOR_MEMBER = "sglang/srt/plugins/hook_registry.py"
 ANCHOR_MODULE = "_cardcage_bench_sglang_hook_registry"
 
@@ -70,37 +78,6 @@ class Settings:
 
 FULL = Settings(call_rounds=100, call_seconds=0.008, apply_reps=9, startup_rounds=60)
 QUICK = Settings(call_rounds=10, call_seconds=0.003, apply_reps=3, startup_rounds=8)
-
-
-@dataclass
-class Result:
-    """One table row. ``ratio`` is value / reference; ``spread`` is its per-round 25-75 % range."""
-
-    group: str
-    name: str
-    unit: str
-    value: float
-    reference: float
-    reference_label: str
-    ratio: float
-    budget: float | None
-    spread: tuple[float, float] | None = None
-
-    @property
-    def verdict(self) -> str:
-        """PASS / MISS on the ratio; MISS~ when the budget lies inside the per-round spread.
-
-        Call-overhead ratios of two near-identical wrappers sit at 1.00 +- a few percent, so a
-        point estimate of 1.01 against a 1.00 budget says nothing; MISS~ keeps that visible
-        without pretending it is either a pass or a regression.
-        """
-        if self.budget is None:
-            return "-"
-        if self.ratio <= self.budget:
-            return "PASS"
-        if self.spread is not None and self.spread[0] <= self.budget:
-            return "MISS~"
-        return "MISS"
 
 
 # -- the hooks, shared by both implementations --------------------------------------------------
@@ -146,15 +123,6 @@ METHOD_CODE = _method_template.__code__
 
 
 # -- the anchor ----------------------------------------------------------------------------------
-
-
-def find_anchor_wheel(anchor_dir: Path) -> Path:
-    """The sglang wheel that ``pip download --no-deps`` left in ``anchor_dir``."""
-    wheels = sorted(anchor_dir.glob(f"sglang-{ANCHOR_VERSION}-*.whl"))
-    if not wheels:
-        found = ", ".join(p.name for p in anchor_dir.iterdir()) or "nothing"
-        raise SystemExit(f"no sglang-{ANCHOR_VERSION} wheel in {anchor_dir} (found: {found})")
-    return wheels[0]
 
 
 def extract_anchor(wheel: Path, dest: Path) -> Path:
@@ -240,14 +208,6 @@ def timed(action: Callable[[], Any]) -> float:
         return time.perf_counter() - start
     finally:
         gc.enable()
-
-
-def quartiles(values: Sequence[float]) -> tuple[float, float]:
-    """25th and 75th percentile: how much a ratio moved between rounds."""
-    if len(values) < 2:
-        return (values[0], values[0])
-    q1, _, q3 = statistics.quantiles(values, n=4)
-    return (q1, q3)
 
 
 # -- 1. call overhead ----------------------------------------------------------------------------
@@ -561,18 +521,6 @@ def startup_commands(anchor_file: Path) -> dict[str, str]:
     }
 
 
-def run_once(code: str, env: dict[str, str], cwd: Path) -> float:
-    """Wall time of one ``python -c code`` in the current interpreter."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, check=False
-    )
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"python -c {code!r} failed:\n{proc.stderr.decode(errors='replace')}")
-    return seconds
-
-
 def measure_startup(anchor_file: Path, scratch: Path, settings: Settings) -> list[Result]:
     """Medians over many alternating runs; a few warm-up runs first fill the bytecode cache."""
     env = startup_env(scratch / "pycache")
@@ -613,34 +561,6 @@ def measure_startup(anchor_file: Path, scratch: Path, settings: Settings) -> lis
 # -- report --------------------------------------------------------------------------------------
 
 
-def format_number(value: float, unit: str) -> str:
-    """Three significant figures, so the columns stay narrow and readable."""
-    unit_text = {"ns/call": "ns", "ms": "ms"}.get(unit, unit)
-    return f"{value:,.3g} {unit_text}" if abs(value) < 1000 else f"{value:,.0f} {unit_text}"
-
-
-def table(results: Sequence[Result]) -> str:
-    """The human-readable table: one row per measurement."""
-    header = ("measurement", "value", "reference", "ratio (25-75 %)", "budget", "result")
-    rows = [header]
-    for r in results:
-        spread = f" ({r.spread[0]:.2f}-{r.spread[1]:.2f})" if r.spread else ""
-        rows.append(
-            (
-                r.name,
-                format_number(r.value, r.unit),
-                f"{format_number(r.reference, r.unit)} [{r.reference_label}]",
-                f"{r.ratio:.3f}{spread}",
-                f"<= {r.budget:.2f}" if r.budget is not None else "-",
-                r.verdict,
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in lines)
-
-
 def summary(results: Sequence[Result]) -> str:
     """One line a reader (or a CI log grep) can take in at a glance."""
     budgeted = [r for r in results if r.budget is not None]
@@ -671,26 +591,6 @@ def write_json(path: Path, env: dict[str, Any], results: Sequence[Result], elaps
     rows = [{**asdict(r), "verdict": r.verdict} for r in results]
     data = {"environment": env, "elapsed_s": elapsed, "results": rows, "summary": summary(results)}
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-def progress(step: str) -> None:
-    """Say on stderr what is being measured, so a half-minute run does not look hung."""
-    print(f"... {step}", file=sys.stderr, flush=True)
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument(
-        "--anchor-dir",
-        type=Path,
-        required=True,
-        help=f"directory holding the sglang-{ANCHOR_VERSION} wheel (pip download --no-deps)",
-    )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument(
-        "--quick", action="store_true", help="few repeats: a smoke run, not numbers to quote"
-    )
-    return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,7 +52,6 @@ measurement fails.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import os
@@ -68,10 +67,21 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _common import (
+    ANCHOR_VERSION,
+    BenchError,
+    Result,
+    find_anchor_wheel,
+    parse_args,
+    progress,
+    quartiles,
+    run_once,
+    table,
+)
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-ANCHOR_VERSION = "0.5.23"
 ANCHOR_PLATFORMS = "sglang/srt/platforms/__init__.py"
 ANCHOR_PLUGINS = "sglang/srt/plugins/__init__.py"
 ANCHOR_HOOKS = "sglang/srt/plugins/hook_registry.py"
@@ -107,39 +117,6 @@ QUICK = Settings(load_rounds=6, startup_rounds=8)
 
 
 @dataclass
-class Result:
-    """One table row. ``ratio`` is value / reference; ``spread`` is its per-round 25-75 % range.
-
-    ``budget`` bounds the ratio; ``limit`` (used instead) bounds the value itself, for counts
-    such as "one metadata scan".
-    """
-
-    group: str
-    name: str
-    unit: str
-    value: float
-    reference: float
-    reference_label: str
-    ratio: float
-    budget: float | None
-    spread: tuple[float, float] | None = None
-    limit: float | None = None
-
-    @property
-    def verdict(self) -> str:
-        """PASS / MISS; MISS~ when a ratio budget lies inside the per-round spread."""
-        if self.limit is not None:
-            return "PASS" if self.value <= self.limit else "MISS"
-        if self.budget is None:
-            return "-"
-        if self.ratio <= self.budget:
-            return "PASS"
-        if self.spread is not None and self.spread[0] <= self.budget:
-            return "MISS~"
-        return "MISS"
-
-
-@dataclass
 class Failure:
     """A measurement that could not be made; reported, never raised out of ``main``."""
 
@@ -147,30 +124,7 @@ class Failure:
     message: str
 
 
-def quartiles(values: Sequence[float]) -> tuple[float, float]:
-    """25th and 75th percentile: how much a ratio moved between rounds."""
-    if len(values) < 2:
-        return (values[0], values[0])
-    q1, _, q3 = statistics.quantiles(values, n=4)
-    return (q1, q3)
-
-
-class BenchError(Exception):
-    """A measurement could not be made (missing wheel, a child that failed, a wrong outcome)."""
-
-
 # -- the anchor ----------------------------------------------------------------------------------
-
-
-def find_anchor_wheel(anchor_dir: Path) -> Path:
-    """The sglang wheel that ``pip download --no-deps`` left in ``anchor_dir``."""
-    wheels = sorted(anchor_dir.glob(f"sglang-{ANCHOR_VERSION}-*.whl"))
-    if not wheels:
-        found = ", ".join(p.name for p in anchor_dir.iterdir()) if anchor_dir.is_dir() else None
-        raise BenchError(
-            f"no sglang-{ANCHOR_VERSION} wheel in {anchor_dir} (found: {found or 'nothing'})"
-        )
-    return wheels[0]
 
 
 def extract_anchor(wheel: Path, dest: Path) -> Path:
@@ -802,18 +756,6 @@ STARTUP_COMMANDS = {
 }
 
 
-def run_once(code: str, env: dict[str, str], cwd: Path) -> float:
-    """Wall time of one ``python -c code`` in the current interpreter."""
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, check=False
-    )
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise BenchError(f"python -c {code!r} failed:\n{proc.stderr.decode(errors='replace')}")
-    return seconds
-
-
 def measure_startup(scratch: Path, settings: Settings) -> list[Result]:
     """Medians over many alternating runs; a few warm-up runs first fill the bytecode cache."""
     env = child_env(scratch / "pycache", None)
@@ -852,42 +794,6 @@ def measure_startup(scratch: Path, settings: Settings) -> list[Result]:
 
 
 # -- report --------------------------------------------------------------------------------------
-
-
-def format_number(value: float, unit: str) -> str:
-    """Three significant figures, so the columns stay narrow and readable."""
-    if unit == "scans":
-        return f"{value:g}"
-    unit_text = {"ns/call": "ns", "ms": "ms"}.get(unit, unit)
-    return f"{value:,.3g} {unit_text}" if abs(value) < 1000 else f"{value:,.0f} {unit_text}"
-
-
-def format_budget(result: Result) -> str:
-    if result.limit is not None:
-        return f"= {result.limit:g} scan" if result.unit == "scans" else f"<= {result.limit:g}"
-    return f"<= {result.budget:.2f}" if result.budget is not None else "-"
-
-
-def table(results: Sequence[Result]) -> str:
-    """The human-readable table: one row per measurement."""
-    header = ("measurement", "value", "reference", "ratio (25-75 %)", "budget", "result")
-    rows = [header]
-    for r in results:
-        spread = f" ({r.spread[0]:.2f}-{r.spread[1]:.2f})" if r.spread else ""
-        rows.append(
-            (
-                r.name,
-                format_number(r.value, r.unit),
-                f"{format_number(r.reference, r.unit)} [{r.reference_label}]",
-                f"{r.ratio:.3f}{spread}",
-                format_budget(r),
-                r.verdict,
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(line.rstrip() for line in lines)
 
 
 def summary(results: Sequence[Result], failures: Sequence[Failure] = ()) -> str:
@@ -945,26 +851,6 @@ def write_json(
         "summary": summary(results, failures),
     }
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
-def progress(step: str) -> None:
-    """Say on stderr what is being measured, so a half-minute run does not look hung."""
-    print(f"... {step}", file=sys.stderr, flush=True)
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument(
-        "--anchor-dir",
-        type=Path,
-        required=True,
-        help=f"directory holding the sglang-{ANCHOR_VERSION} wheel (pip download --no-deps)",
-    )
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument(
-        "--quick", action="store_true", help="few repeats: a smoke run, not numbers to quote"
-    )
-    return parser.parse_args(argv)
 
 
 def accelerator_notes() -> list[str]:

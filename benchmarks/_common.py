@@ -1,0 +1,143 @@
+"""Pieces both benchmark scripts share: result rows, the ratio table, the anchor wheel, CLI.
+
+Each script measures its own subject against SGLang 0.5.23 in the same run; this module only
+keeps how results are recorded and printed identical, so the two tables read the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The SGLang release every ratio is measured against.
+ANCHOR_VERSION = "0.5.23"
+
+
+@dataclass
+class Result:
+    """One table row. ``ratio`` is value / reference; ``spread`` is its per-round 25-75 % range.
+
+    ``budget`` bounds the ratio; ``limit`` (used instead) bounds the value itself, for counts
+    such as "one metadata scan".
+    """
+
+    group: str
+    name: str
+    unit: str
+    value: float
+    reference: float
+    reference_label: str
+    ratio: float
+    budget: float | None
+    spread: tuple[float, float] | None = None
+    limit: float | None = None
+
+    @property
+    def verdict(self) -> str:
+        """PASS / MISS; MISS~ when a ratio budget lies inside the per-round spread."""
+        if self.limit is not None:
+            return "PASS" if self.value <= self.limit else "MISS"
+        if self.budget is None:
+            return "-"
+        if self.ratio <= self.budget:
+            return "PASS"
+        if self.spread is not None and self.spread[0] <= self.budget:
+            return "MISS~"
+        return "MISS"
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """25th and 75th percentile: how much a ratio moved between rounds."""
+    if len(values) < 2:
+        return (values[0], values[0])
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return (q1, q3)
+
+
+class BenchError(SystemExit):
+    """A measurement could not be made (missing wheel, a child that failed, a wrong outcome)."""
+
+
+def find_anchor_wheel(anchor_dir: Path) -> Path:
+    """The sglang wheel that ``pip download --no-deps`` left in ``anchor_dir``."""
+    wheels = sorted(anchor_dir.glob(f"sglang-{ANCHOR_VERSION}-*.whl"))
+    if not wheels:
+        found = ", ".join(p.name for p in anchor_dir.iterdir()) if anchor_dir.is_dir() else None
+        raise BenchError(
+            f"no sglang-{ANCHOR_VERSION} wheel in {anchor_dir} (found: {found or 'nothing'})"
+        )
+    return wheels[0]
+
+
+def run_once(code: str, env: dict[str, str], cwd: Path) -> float:
+    """Wall time of one ``python -c code`` in the current interpreter."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, check=False
+    )
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise BenchError(f"python -c {code!r} failed:\n{proc.stderr.decode(errors='replace')}")
+    return seconds
+
+
+def format_number(value: float, unit: str) -> str:
+    """Three significant figures, so the columns stay narrow and readable."""
+    if unit == "scans":
+        return f"{value:g}"
+    unit_text = {"ns/call": "ns", "ms": "ms"}.get(unit, unit)
+    return f"{value:,.3g} {unit_text}" if abs(value) < 1000 else f"{value:,.0f} {unit_text}"
+
+
+def format_budget(result: Result) -> str:
+    if result.limit is not None:
+        return f"= {result.limit:g} scan" if result.unit == "scans" else f"<= {result.limit:g}"
+    return f"<= {result.budget:.2f}" if result.budget is not None else "-"
+
+
+def table(results: Sequence[Result]) -> str:
+    """The human-readable table: one row per measurement."""
+    header = ("measurement", "value", "reference", "ratio (25-75 %)", "budget", "result")
+    rows = [header]
+    for r in results:
+        spread = f" ({r.spread[0]:.2f}-{r.spread[1]:.2f})" if r.spread else ""
+        rows.append(
+            (
+                r.name,
+                format_number(r.value, r.unit),
+                f"{format_number(r.reference, r.unit)} [{r.reference_label}]",
+                f"{r.ratio:.3f}{spread}",
+                format_budget(r),
+                r.verdict,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def progress(step: str) -> None:
+    """Say on stderr what is being measured, so a half-minute run does not look hung."""
+    print(f"... {step}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--anchor-dir",
+        type=Path,
+        required=True,
+        help=f"directory holding the sglang-{ANCHOR_VERSION} wheel (pip download --no-deps)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    parser.add_argument(
+        "--quick", action="store_true", help="few repeats: a smoke run, not numbers to quote"
+    )
+    return parser.parse_args(argv)
