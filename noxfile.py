@@ -181,6 +181,21 @@ def tests_shm_broadcast_torch(session: nox.Session) -> None:
     session.run("pytest", "packages/shm-broadcast/tests", "-m", "torch", *session.posargs)
 
 
+@nox.session(name="tests-diffusion-runtime", python=PYTHON)
+def tests_diffusion_runtime(session: nox.Session) -> None:
+    """cardcage-diffusion-runtime: platforms, two-phase plugins, CustomOp dispatch (CPU torch)."""
+    wheels = build_wheels(
+        session,
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "diffusion-runtime",
+    )
+    # The pinned CPU torch goes in the same resolve, so the package's `torch` requirement can
+    # never pull a multi-GB CUDA build.
+    session.install(*wheels, *PYTEST, TORCH)
+    session.run("pytest", "packages/diffusion-runtime/tests", *session.posargs)
+
+
 @nox.session(name="scenario-general-plugins", python=PYTHON)
 def scenario_general_plugins(session: nox.Session) -> None:
     """core-hooks + fixture plugin distributions: discovery, allowlist, exclusion, failures."""

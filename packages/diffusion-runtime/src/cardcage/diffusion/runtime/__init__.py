@@ -1,0 +1,1 @@
+"""The diffusion runtime: platforms, plugins and layers. Import-neutral: imports nothing."""

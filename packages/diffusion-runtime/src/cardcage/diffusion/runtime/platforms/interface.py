@@ -1,0 +1,152 @@
+"""``Platform``: what the diffusion runtime asks of a hardware platform.
+
+The seed's ``sglang.multimodal_gen.runtime.platforms.interface``. A vendor subclasses it, sets
+``_enum = PlatformEnum.OOT``, ``device_name``, ``device_type`` and ``dispatch_key``, and overrides
+the methods of the Active contract its hardware needs; the defaults below raise a
+``NotImplementedError`` that names what to implement.
+
+``PlatformEnum`` is the enum of ``cardcage.platforms``: the selection engine (shared with the SRT
+runtime) checks external platforms against its ``OOT`` member, so both runtimes use one enum.
+Device operations come from ``cardcage.platforms.DeviceMixin``.
+
+Import-safe: no torch at module scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cardcage.platforms._torch import require_torch
+from cardcage.platforms.device_mixin import (
+    CpuArchEnum,
+    DeviceCapability,
+    DeviceMixin,
+    PlatformEnum,
+)
+
+__all__ = ["CpuArchEnum", "DeviceCapability", "Platform", "PlatformEnum"]
+
+_GIB = 1 << 30
+
+_DIST_BACKENDS = {
+    PlatformEnum.CUDA: "nccl",
+    PlatformEnum.ROCM: "nccl",
+    PlatformEnum.MUSA: "mccl",
+    PlatformEnum.NPU: "hccl",
+    PlatformEnum.XPU: "xccl",
+    PlatformEnum.MPS: "gloo",
+    PlatformEnum.CPU: "gloo",
+}
+
+
+def _oot_missing(what: str) -> NotImplementedError:
+    return NotImplementedError(f"Out-of-tree diffusion platforms must implement {what}")
+
+
+class Platform(DeviceMixin):
+    """Base class of every diffusion platform, with the seed's defaults."""
+
+    dispatch_key: str = ""  # the PyTorch dispatcher key, e.g. "CUDA" or "PrivateUse1"
+    simple_compile_backend: str = "inductor"
+    supported_quantization: tuple[str, ...] = ()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def init_backend(self) -> None:
+        """One-time backend set-up per worker (custom-op forwards go here); raising aborts."""
+
+    def apply_server_args_defaults(self, server_args: Any) -> None:
+        """Apply defaults before argument normalization and validation."""
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def get_dispatch_key_name(self) -> str:
+        """Selects ``CustomOp.forward_<key>()``; "native" means the portable path."""
+        return "native"
+
+    def get_torch_library_dispatch_key(self) -> str:
+        """The key for direct ``torch.library`` registrations."""
+        if self.dispatch_key:
+            return self.dispatch_key
+        if self.is_out_of_tree():
+            raise NotImplementedError(
+                "Out-of-tree diffusion platforms must define dispatch_key (the PyTorch "
+                "dispatcher key of the device, e.g. 'PrivateUse1')"
+            )
+        return "PrivateUse1" if self._enum is PlatformEnum.NPU else "CUDA"
+
+    # -- devices ------------------------------------------------------------------------------
+    def get_device(self, local_rank: int) -> Any:
+        if self.is_out_of_tree():
+            raise _oot_missing("get_device()")
+        return require_torch("get_device()").device(self.device_type, local_rank)
+
+    def get_local_torch_device(self) -> Any:
+        """The device of this worker (``LOCAL_RANK``)."""
+        raise _oot_missing("get_local_torch_device()")
+
+    def get_available_gpu_memory(
+        self,
+        device_id: int | None = None,
+        distributed: bool = False,
+        empty_cache: bool = True,
+        cpu_group: Any = None,
+    ) -> float:
+        """Free device memory in GiB (the minimum over ``cpu_group`` when ``distributed``)."""
+        if (
+            self.is_out_of_tree()
+            and type(self).get_available_memory is DeviceMixin.get_available_memory
+        ):
+            raise _oot_missing("get_available_gpu_memory() or get_available_memory()")
+        if empty_cache:
+            self.empty_cache()
+        free = self.get_available_memory(device_id or 0)[0] / _GIB
+        if distributed:
+            torch = require_torch("get_available_gpu_memory(distributed=True)")
+            value = torch.tensor(free, dtype=torch.float32)
+            torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MIN, group=cpu_group)
+            free = float(value.item())
+        return float(free)
+
+    def get_torch_distributed_backend_str(self) -> str:
+        backend = _DIST_BACKENDS.get(self._enum)
+        if backend is None:
+            raise _oot_missing("get_torch_distributed_backend_str()")
+        return backend
+
+    def supports_distributed_device_id(self) -> bool:
+        """Whether ``init_process_group`` may be given ``device_id=``."""
+        return self._enum in (PlatformEnum.CUDA, PlatformEnum.ROCM)
+
+    def get_device_capability(self, device_id: int = 0) -> DeviceCapability | None:
+        """The compute capability; None (the default) where the notion does not apply."""
+        return None
+
+    def has_device_capability(self, capability: tuple[int, int] | int, device_id: int = 0) -> bool:
+        current = self.get_device_capability(device_id)
+        if current is None:
+            return False
+        if isinstance(capability, tuple):
+            return tuple(current) >= capability
+        return current.to_int() >= capability
+
+    # -- models and compilation ---------------------------------------------------------------
+    def get_attn_backend_cls_str(self, selected_backend: Any, head_size: int, dtype: Any) -> str:
+        """Qualified name of the attention backend class; "" lets the runtime choose."""
+        return ""
+
+    def verify_model_arch(self, model_arch: str) -> None:
+        """Raise if this platform cannot run ``model_arch``; every model is accepted here."""
+
+    def optimize_vae(self, vae: Any) -> Any:
+        return vae
+
+    def get_compile_backend(self, mode: str | None = None) -> str:
+        return self.simple_compile_backend
+
+    def get_compile_options(self, module: Any) -> dict[str, Any] | None:
+        return None
+
+    def enable_dit_layerwise_offload_by_default(self) -> bool:
+        return True
+
+    def device_shares_host_memory(self) -> bool:
+        return False
