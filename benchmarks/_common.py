@@ -141,3 +141,45 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="few repeats: a smoke run, not numbers to quote"
     )
     return parser.parse_args(argv)
+
+
+def measure_startup(
+    commands: dict[str, str],
+    rows: Sequence[tuple[str, float | None]],
+    env: dict[str, str],
+    cwd: Path,
+    rounds: int,
+) -> list[Result]:
+    """``python -c`` wall times against ``commands["pass"]``: medians over alternating runs.
+
+    A few warm-up runs first fill the bytecode cache; each round rotates the order so drift on
+    a shared machine hits every command alike. ``rows`` names the commands to report, each with
+    its budget (None: context only).
+    """
+    labels = list(commands)
+    for label in labels * 3:
+        run_once(commands[label], env, cwd)
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    for round_index in range(rounds):
+        shift = round_index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            samples[label].append(run_once(commands[label], env, cwd))
+    base = samples["pass"]
+    reference = statistics.median(base) * 1e3
+    results = []
+    for label, budget in rows:
+        value = statistics.median(samples[label]) * 1e3
+        results.append(
+            Result(
+                group="start-up",
+                name=f"python -c '{label}'" if budget else f"python -c '{label}' (context)",
+                unit="ms",
+                value=value,
+                reference=reference,
+                reference_label="python -c pass",
+                ratio=value / reference,
+                budget=budget,
+                spread=quartiles([s / b for s, b in zip(samples[label], base, strict=True)]),
+            )
+        )
+    return results

@@ -42,8 +42,10 @@ from _common import (
     parse_args,
     progress,
     quartiles,
-    run_once,
     table,
+)
+from _common import (
+    measure_startup as measure_startup_commands,
 )
 
 from cardcage.hooks.registry import BaseHookRegistry, HookType
@@ -522,40 +524,16 @@ def startup_commands(anchor_file: Path) -> dict[str, str]:
 
 
 def measure_startup(anchor_file: Path, scratch: Path, settings: Settings) -> list[Result]:
-    """Medians over many alternating runs; a few warm-up runs first fill the bytecode cache."""
-    env = startup_env(scratch / "pycache")
-    commands = startup_commands(anchor_file)
-    labels = list(commands)
-    for label in labels * 3:
-        run_once(commands[label], env, scratch)
-    samples: dict[str, list[float]] = {label: [] for label in labels}
-    for round_index in range(settings.startup_rounds):
-        shift = round_index % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            samples[label].append(run_once(commands[label], env, scratch))
-    base = samples["pass"]
-    results = []
-    for label, budget in (
+    """Import cost of cardcage.hooks (budgeted) and of SGLang's registry (context)."""
+    rows = (
         ("import cardcage.hooks", IMPORT_BUDGET),
         ("from cardcage.hooks.registry import HookRegistry", None),
         ("import SGLang hook_registry.py by path", None),
-    ):
-        value = statistics.median(samples[label]) * 1e3
-        reference = statistics.median(base) * 1e3
-        results.append(
-            Result(
-                group="start-up",
-                name=f"python -c '{label}'" if budget else f"python -c '{label}' (context)",
-                unit="ms",
-                value=value,
-                reference=reference,
-                reference_label="python -c pass",
-                ratio=value / reference,
-                budget=budget,
-                spread=quartiles([s / b for s, b in zip(samples[label], base, strict=True)]),
-            )
-        )
-    return results
+    )
+    env = startup_env(scratch / "pycache")
+    return measure_startup_commands(
+        startup_commands(anchor_file), rows, env, scratch, settings.startup_rounds
+    )
 
 
 # -- report --------------------------------------------------------------------------------------

@@ -75,8 +75,10 @@ from _common import (
     parse_args,
     progress,
     quartiles,
-    run_once,
     table,
+)
+from _common import (
+    measure_startup as measure_startup_commands,
 )
 
 if TYPE_CHECKING:
@@ -757,40 +759,15 @@ STARTUP_COMMANDS = {
 
 
 def measure_startup(scratch: Path, settings: Settings) -> list[Result]:
-    """Medians over many alternating runs; a few warm-up runs first fill the bytecode cache."""
-    env = child_env(scratch / "pycache", None)
-    cwd = scratch / "cwd"
-    cwd.mkdir(exist_ok=True)
-    labels = list(STARTUP_COMMANDS)
-    for label in labels * 3:
-        run_once(STARTUP_COMMANDS[label], env, cwd)
-    samples: dict[str, list[float]] = {label: [] for label in labels}
-    for round_index in range(settings.startup_rounds):
-        shift = round_index % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            samples[label].append(run_once(STARTUP_COMMANDS[label], env, cwd))
-    base = samples["pass"]
-    results = []
-    for label, budget in (
+    """Import cost of cardcage.platforms (budgeted) and of its interface module (context)."""
+    rows = (
         ("import cardcage.platforms", IMPORT_BUDGET),
         ("from cardcage.platforms.interface import SRTPlatform", None),
-    ):
-        value = statistics.median(samples[label]) * 1e3
-        reference = statistics.median(base) * 1e3
-        results.append(
-            Result(
-                group="start-up",
-                name=f"python -c '{label}'" if budget else f"python -c '{label}' (context)",
-                unit="ms",
-                value=value,
-                reference=reference,
-                reference_label="python -c pass",
-                ratio=value / reference,
-                budget=budget,
-                spread=quartiles([s / b for s, b in zip(samples[label], base, strict=True)]),
-            )
-        )
-    return results
+    )
+    cwd = scratch / "cwd"
+    cwd.mkdir(exist_ok=True)
+    env = child_env(scratch / "pycache", None)
+    return measure_startup_commands(STARTUP_COMMANDS, rows, env, cwd, settings.startup_rounds)
 
 
 # -- report --------------------------------------------------------------------------------------
