@@ -29,6 +29,7 @@ from cardcage.hooks.loader import (
     load_plugins_by_group,
     reset_plugin_state,
 )
+from cardcage.hooks.profile import DIFFUSION_PROFILE, SRT_PROFILE
 from cardcage.hooks.registry import HookSource, HookType, current_plugin_source
 
 if TYPE_CHECKING:
@@ -1107,6 +1108,34 @@ def test_allowlist_names_of_platform_entry_points_are_not_warned_about(
     load_plugins(plugin_profile, plugin_registry)
 
     assert _records(caplog, logging.WARNING) == []
+
+
+def test_allowlist_names_of_the_other_runtime_are_not_warned_about(
+    dists: DistFactory,
+    plugin_registry: type[BaseHookRegistry],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SGLANG_PLUGINS filters SRT and diffusion plugins alike: naming one of each is correct.
+    srt_module = dists.module("srt_only", "def register():\n    pass\n")
+    diffusion_module = dists.module("diffusion_only", "def register():\n    pass\n")
+    dists.add(
+        "both-runtimes",
+        entry_points={
+            SRT_PROFILE.plugin_group: {"srt_only": f"{srt_module}:register"},
+            DIFFUSION_PROFILE.plugin_group: {"diffusion_only": f"{diffusion_module}:register"},
+        },
+    )
+    monkeypatch.setenv(SRT_PROFILE.allowlist_env, "srt_only,diffusion_only,ghost")
+    caplog.set_level(logging.DEBUG, logger=LOADER)
+    try:
+        load_plugins(SRT_PROFILE, plugin_registry, selection=None)
+    finally:
+        reset_plugin_state(SRT_PROFILE, plugin_registry)
+
+    [warning] = _records(caplog, logging.WARNING)
+    assert warning.startswith(f"{SRT_PROFILE.allowlist_env} names 'ghost', which")
+    assert DIFFUSION_PROFILE.plugin_group in warning
 
 
 def test_the_report_gives_each_discovered_plugin_its_status(

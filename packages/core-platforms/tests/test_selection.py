@@ -29,6 +29,7 @@ from cardcage.platforms.cpu import CpuSRTPlatform
 from cardcage.platforms.cuda import CudaSRTPlatform
 from cardcage.platforms.envs import ENV_VARS
 from cardcage.platforms.errors import (
+    InvalidActivateResultError,
     InvalidPlatformClassError,
     MultiplePlatformsError,
     PlatformActivationError,
@@ -37,6 +38,7 @@ from cardcage.platforms.errors import (
     PlatformReentrancyError,
     PlatformUnavailableError,
     ReservedPlatformNameError,
+    UnsupportedSelectorError,
 )
 from cardcage.platforms.interface import SRTPlatform
 from cardcage.platforms.probes import HardwareProbes
@@ -442,6 +444,18 @@ def test_cpu_alias_selects_the_cpu_platform_without_probing(
     assert type(platform) is CpuSRTPlatform
 
 
+@pytest.mark.parametrize("selector", ["CPU", "Cpu"])
+def test_builtin_alias_ignores_case(
+    site: Site, monkeypatch: pytest.MonkeyPatch, selector: str
+) -> None:
+    monkeypatch.setenv("SGLANG_PLATFORM", selector)
+
+    platform, record = select(site, PROBES_FORBIDDEN)
+
+    assert type(platform) is CpuSRTPlatform
+    assert record.builtin == "cpu"
+
+
 def test_builtin_alias_loads_no_platform_plugin(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -761,6 +775,16 @@ def test_platform_entry_point_named_like_a_builtin_raises_reserved_platform_name
     assert isinstance(error, RuntimeError)
     assert (error.plugin, error.distribution) == (alias, "vendor-a")
     assert f"built-in name {alias!r}" in str(error)
+    assert not imported(module)
+
+
+@pytest.mark.parametrize("name", ["CPU", "Cuda"])
+def test_reserved_names_ignore_case(site: Site, name: str) -> None:
+    module = site.oot("vendor-a", name)
+
+    error = fail(site, ReservedPlatformNameError, PROBES_FORBIDDEN)
+
+    assert (error.plugin, error.distribution) == (name, "vendor-a")
     assert not imported(module)
 
 
@@ -1141,6 +1165,10 @@ def test_unavailable_error_carries_the_record_with_the_declined_candidate(
     ("error", "builtin"),
     [
         (PlatformNotFoundError, RuntimeError),
+        (PlatformNotFoundError, ValueError),
+        (UnsupportedSelectorError, ValueError),
+        (InvalidActivateResultError, PlatformActivationError),
+        (InvalidActivateResultError, TypeError),
         (PlatformUnavailableError, RuntimeError),
         (PlatformActivationError, RuntimeError),
         (MultiplePlatformsError, RuntimeError),

@@ -31,6 +31,7 @@ from cardcage.platforms.errors import (
     PlatformNotFoundError,
     PlatformUnavailableError,
     ReservedPlatformNameError,
+    UnsupportedSelectorError,
 )
 
 OVERRIDE = "SGLANG_DIFFUSION_PLATFORM_OVERRIDE"
@@ -83,12 +84,32 @@ def test_override_by_entry_point_name_loads_only_that_one(
         assert record.mode == "explicit"
 
 
-def test_xpu_override_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(OVERRIDE, "xpu")
+@pytest.mark.parametrize("alias", ["CPU", "Cpu"])
+def test_override_alias_ignores_case(alias: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(OVERRIDE, alias)
     use_probes(NO_PROBES)
-    with pytest.raises(PlatformNotFoundError, match="'xpu'") as info:
+    assert type(platforms.get_current_platform()) is CpuPlatform
+    record = platforms.get_selection_record()
+    assert record is not None
+    assert record.builtin == "cpu"
+
+
+@pytest.mark.parametrize("value", ["xpu", "XPU"])
+def test_xpu_override_is_rejected_as_automatic_only(
+    value: str, site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Even a plugin that calls itself "xpu" cannot be reached by the override: it is reserved.
+    platform_dist(site, "vendor-a", "vendor_a", "dv_xpu_a")
+    monkeypatch.setenv(OVERRIDE, value)
+    use_probes(NO_PROBES)
+    with on_sys_path(site), pytest.raises(UnsupportedSelectorError) as info:
         platforms.get_current_platform()
-    assert "xpu" not in {name for name, _ in info.value.available}
+    assert isinstance(info.value, PlatformNotFoundError)  # still "that selector finds nothing"
+    message = str(info.value)
+    assert f"{OVERRIDE}={value!r} is not supported" in message
+    assert "detected automatically only" in message
+    assert f"Unset {OVERRIDE}" in message
+    assert "dv_xpu_a" not in sys.modules
 
 
 @pytest.mark.parametrize(
@@ -155,7 +176,7 @@ def test_duplicate_names_fail_before_any_import(
         assert "dv_dup_b" not in sys.modules
 
 
-@pytest.mark.parametrize("name", ["xpu", "cuda", "cpu"])
+@pytest.mark.parametrize("name", ["xpu", "cuda", "cpu", "XPU", "Cuda"])
 def test_reserved_names_fail_before_any_import(name: str, site: Path) -> None:
     platform_dist(site, "vendor-a", name, "dv_reserved")
     with on_sys_path(site):

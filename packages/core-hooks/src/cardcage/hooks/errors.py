@@ -55,7 +55,7 @@ class PhaseFailedError(CardcageError, RuntimeError):
         self.phase = phase
         self.cause = cause
         super().__init__(
-            f"{phase} previously failed: {type(cause).__name__}: {cause}. "
+            f"{phase} previously failed: {type(cause).__name__}: {str(cause).rstrip('.')}. "
             "Fix the cause shown above and restart the process."
         )
 

@@ -475,21 +475,43 @@ def _state(profile: RuntimeProfile, registry: type[BaseHookRegistry]) -> _Profil
     return state
 
 
+def _profiles_sharing_allowlist(profile: RuntimeProfile) -> list[RuntimeProfile]:
+    """``profile`` and every built-in profile that reads the same allowlist variable.
+
+    ``SGLANG_PLUGINS`` filters both runtimes' plugins, so a name that belongs to the other
+    runtime is not a typo: warning about it would make every correct two-runtime setup noisy.
+    """
+    from . import profile as profiles
+
+    found = [profile]
+    for value in vars(profiles).values():
+        if (
+            isinstance(value, RuntimeProfile)
+            and value.allowlist_env == profile.allowlist_env
+            and value not in found
+        ):
+            found.append(value)
+    return found
+
+
 def _warn_unmatched_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> None:
     allowed = read_allowlist(profile)
     if not allowed:
         return
-    known = {ep.name for ep in snapshot.group(profile.plugin_group)}
-    known |= {ep.name for ep in snapshot.group(profile.platform_group)}
+    groups = [
+        group
+        for sharing in _profiles_sharing_allowlist(profile)
+        for group in (sharing.plugin_group, sharing.platform_group)
+    ]
+    known = {ep.name for group in groups for ep in snapshot.group(group)}
     unmatched = sorted(allowed - known)
     if unmatched:
         logger.warning(
-            "%s names %s, which match no entry point in %s or %s (installed: %s). Check the "
+            "%s names %s, which match no entry point in %s (installed: %s). Check the "
             "spelling, or install the plugin's distribution.",
             profile.allowlist_env,
             ", ".join(repr(n) for n in unmatched),
-            profile.plugin_group,
-            profile.platform_group,
+            ", ".join(groups),
             ", ".join(sorted(repr(n) for n in known)) or "none",
         )
 

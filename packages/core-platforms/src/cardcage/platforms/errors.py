@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from cardcage.hooks.errors import CardcageError, PluginError
 
 __all__ = [
+    "InvalidActivateResultError",
     "InvalidPlatformClassError",
     "MultiplePlatformsError",
     "PlatformActivationError",
@@ -21,6 +22,7 @@ __all__ = [
     "PlatformUnavailableError",
     "ReservedPlatformNameError",
     "TorchNotInstalledError",
+    "UnsupportedSelectorError",
 ]
 
 
@@ -34,8 +36,12 @@ class PlatformError(PluginError):
     selection_record: object = None
 
 
-class PlatformNotFoundError(PlatformError, RuntimeError):
-    """The selector names no installed platform entry point and no built-in alias."""
+class PlatformNotFoundError(PlatformError, RuntimeError, ValueError):
+    """The selector names no installed platform entry point and no built-in alias.
+
+    Both builtins: SGLang's SRT runtime raises RuntimeError here and its diffusion runtime
+    ValueError, so code written against either keeps catching it.
+    """
 
     def __init__(
         self,
@@ -61,6 +67,23 @@ class PlatformNotFoundError(PlatformError, RuntimeError):
         )
 
 
+class UnsupportedSelectorError(PlatformNotFoundError):
+    """The selector names a built-in that this runtime only detects automatically (diffusion's
+    ``xpu``): selecting it by name is refused, whatever entry points are installed."""
+
+    def __init__(self, selector_env: str, selected: str, requirement: str, *, group: str) -> None:
+        self.selected = selected
+        self.available = ()
+        PlatformError.__init__(
+            self,
+            f"{selector_env}={selected!r} is not supported: the {selected.casefold()!r} built-in "
+            f"is detected automatically only (it needs {requirement}). Unset {selector_env} and "
+            "automatic selection picks it when the hardware is present.",
+            group=group,
+            plugin=selected,
+        )
+
+
 class PlatformUnavailableError(PlatformError, RuntimeError):
     """The explicitly selected platform is installed but its hardware is not present."""
 
@@ -70,6 +93,11 @@ class PlatformActivationError(PlatformError, RuntimeError):
 
     Startup aborts: falling back to a built-in would run work on the wrong hardware.
     """
+
+
+class InvalidActivateResultError(PlatformActivationError, TypeError):
+    """``activate()`` returned something other than a non-empty str or None (a TypeError, as
+    the seed's diffusion runtime raises)."""
 
 
 class MultiplePlatformsError(PlatformError, RuntimeError):

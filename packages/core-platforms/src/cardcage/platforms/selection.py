@@ -295,7 +295,7 @@ def _validate_names(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
         found = by_name[name]
         if len(found) > 1:
             raise DuplicatePluginError(group, name, [ep.dist_name for ep in found])
-        if name in aliases:
+        if name.casefold() in aliases:  # `CPU` would read as the built-in to every user
             ep = found[0]
             from .errors import ReservedPlatformNameError
 
@@ -340,9 +340,9 @@ def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
     if result is None:
         return None
     if not isinstance(result, str) or not result.strip():
-        from .errors import PlatformActivationError
+        from .errors import InvalidActivateResultError
 
-        raise PlatformActivationError(
+        raise InvalidActivateResultError(
             f"Platform plugin {_who(ep)}: activate() must return the platform class's qualified "
             f"name as a non-empty str (e.g. 'my_plugin.platform:MyPlatform') or None, got "
             f"{type(result).__name__} {result!r:.80}.",
@@ -511,8 +511,17 @@ def _select_explicit(
     aliases: dict[str, BuiltinPlatform],
 ) -> tuple[Any, SelectionRecord]:
     profile = policy.profile
-    builtin = aliases.get(selector)
-    if builtin is not None and builtin.explicit_allowed:
+    builtin = aliases.get(selector.casefold())  # built-in aliases ignore case; plugin names don't
+    if builtin is not None and not builtin.explicit_allowed:
+        from .errors import UnsupportedSelectorError
+
+        raise UnsupportedSelectorError(
+            profile.selector_env,
+            selector,
+            builtin.requirement or "its hardware",
+            group=profile.platform_group,
+        )
+    if builtin is not None:
         for ep in eps:
             record.candidates.append(_candidate(ep, "not-loaded", f"{profile.selector_env} set"))
         if builtin.explicit_probe is not None and not builtin.explicit_probe():
@@ -526,8 +535,8 @@ def _select_explicit(
                 plugin=selector,
             )
         cls = load_platform_class(policy, builtin.qualname, None)
-        record.builtin = selector
-        record.candidates.append(Candidate(selector, "built-in", "selected"))
+        record.builtin = builtin.alias
+        record.candidates.append(Candidate(builtin.alias, "built-in", "selected"))
         record.reason = f"{profile.selector_env}={selector!r} selects the built-in platform"
         return _publish(policy, record, cls, None)
     matches = [ep for ep in eps if ep.name == selector]
