@@ -8,6 +8,7 @@ test-only requirement (the nox session installs it).
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -30,6 +31,13 @@ from cli_support import (
 from cardcage.platforms.diagnostics import COMMANDS, load_schema
 
 BASE = "cardcage.platforms.interface.SRTPlatform"
+
+#: These tests describe an environment without cardcage-diffusion-runtime (the nox session of
+#: this package); packages/diffusion-runtime/tests/test_cli_diffusion.py covers the other one.
+without_diffusion = pytest.mark.skipif(
+    importlib.util.find_spec("cardcage.diffusion") is not None,
+    reason="cardcage-diffusion-runtime is installed",
+)
 
 
 @pytest.fixture
@@ -93,8 +101,9 @@ def test_plugins_list_shows_each_entry_point_with_distribution_and_version(site:
     result = site.run("plugins", "list")
     assert result.returncode == 0, result
     lines = result.stdout.splitlines()
-    header = next(line for line in lines if line.startswith("GROUP"))
+    header = next(line for line in lines if line.startswith("RUNTIME"))
     assert header.split() == [
+        "RUNTIME",
         "GROUP",
         "NAME",
         "KIND",
@@ -105,9 +114,9 @@ def test_plugins_list_shows_each_entry_point_with_distribution_and_version(site:
         "DETAIL",
     ]
     alpha = next(line for line in lines if " alpha " in line).split()
-    assert alpha[:6] == [PLATFORMS, "alpha", "platform", "vendor-a", "1.2.3", "allowed"]
+    assert alpha[:7] == ["srt", PLATFORMS, "alpha", "platform", "vendor-a", "1.2.3", "allowed"]
     xhooks = next(line for line in lines if " xhooks " in line).split()
-    assert xhooks[:6] == [PLUGINS, "xhooks", "general", "tools-x", "0.4", "allowed"]
+    assert xhooks[:7] == ["srt", PLUGINS, "xhooks", "general", "tools-x", "0.4", "allowed"]
     assert "SGLANG_PLATFORM not set (automatic selection)" in result.stdout
 
 
@@ -131,6 +140,7 @@ def test_plugins_list_json_describes_rows_and_imports_nothing(site: Site) -> Non
         "kind": "general",
         "status": "allowed",
         "detail": row["detail"],
+        "runtime": "srt",
     }
     assert document["groups"][:2] == [PLATFORMS, PLUGINS]
     assert document["profiles"][0]["selector"] is None
@@ -180,6 +190,7 @@ def test_plugins_list_excludes_nothing_in_automatic_mode_and_filters_platforms(
     assert status == {"alpha": "allowed", "beta": "not-allowed", "a_hooks": "allowed"}
 
 
+@without_diffusion
 def test_plugins_list_covers_other_sglang_groups_and_filters_by_group(site: Site) -> None:
     site.add(
         "diffusion-vendor",
@@ -191,17 +202,23 @@ def test_plugins_list_covers_other_sglang_groups_and_filters_by_group(site: Site
     )
     document = _json(site, "plugins", "list")
     groups = {
-        row["name"]: (row["group"], row["kind"], row["status"]) for row in document["plugins"]
+        row["name"]: (row["runtime"], row["group"], row["kind"], row["status"])
+        for row in document["plugins"]
     }
     assert groups == {
-        "shooks": (PLUGINS, "general", "allowed"),
-        "dhooks": ("sglang.multimodal_gen.plugins", "general", "unused"),
+        "shooks": ("srt", PLUGINS, "general", "allowed"),
+        # Labelled with the runtime that reads the group, which is not installed here.
+        "dhooks": ("diffusion", "sglang.multimodal_gen.plugins", "general", "unused"),
     }
+    dhooks = next(row for row in document["plugins"] if row["name"] == "dhooks")
+    assert "pip install cardcage-diffusion-runtime" in dhooks["detail"]
+    assert [p["name"] for p in document["profiles"]] == ["srt"]
     only = _json(site, "plugins", "list", "--group", "sglang.multimodal_gen.plugins")
     assert [row["name"] for row in only["plugins"]] == ["dhooks"]
     assert only["groups"] == ["sglang.multimodal_gen.plugins"]
 
 
+@without_diffusion
 def test_plugins_list_says_so_when_nothing_is_installed(site: Site) -> None:
     result = site.run("plugins", "list")
     assert result.returncode == 0, result
@@ -322,11 +339,77 @@ def test_platform_activation_error_names_plugin_distribution_and_cause(site: Sit
 def test_platform_verbose_shows_the_first_access_stack(site: Site) -> None:
     document = _json(site, "platform", "-v")
     stack = document["first_access_stack"].rstrip().splitlines()
-    assert "in collect_platform" in stack[-2]
+    assert "in _collect_runtime" in stack[-2]
     assert "get_current_platform()" in stack[-1]
     text = site.run("platform", "--verbose")
     assert "First access to current_platform:" in text.stdout
     assert "First access to current_platform:" not in site.run("platform").stdout
+
+
+@without_diffusion
+def test_platform_json_keeps_the_single_runtime_layout_and_lists_runtimes(site: Site) -> None:
+    document = _json(site, "platform")
+    (srt,) = document["runtimes"]
+    assert srt["runtime"] == "srt"
+    assert srt["ok"] is True
+    assert {k: v for k, v in document.items() if k not in ("schema", "runtimes")} == srt
+    assert srt["builtin_chain"] == ["cpu", "cuda", "rocm", "xpu"]
+    assert srt["allowlist_filters_platforms"] is True
+
+
+@without_diffusion
+def test_platform_for_a_runtime_that_is_not_installed_is_a_usage_error(site: Site) -> None:
+    result = site.run("platform", "--runtime", "diffusion")
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert "the diffusion runtime is not installed" in result.stderr
+    assert "pip install cardcage-diffusion-runtime" in result.stderr
+    assert site.run("platform", "--runtime", "srt").returncode == 0
+
+
+@without_diffusion
+def test_doctor_ignores_diffusion_platforms_while_that_runtime_is_not_installed(
+    site: Site,
+) -> None:
+    site.add(
+        "diffusion-vendor",
+        entry_points={"sglang.multimodal_gen.platforms": {"dvendor": "ccfix_dv:activate"}},
+        modules={"ccfix_dv": site.touching("dv", RAISING_PLATFORM)},
+    )
+    document = _json(site, "doctor")
+    assert document["checked"]["profiles"] == ["srt"]
+    assert _codes(document) == []
+    assert not site.marker("dv").exists(), "doctor activated a platform no runtime reads"
+
+
+def _broken_diffusion_runtime(site: Site) -> None:
+    """A ``cardcage.diffusion`` package that is found but fails to import (a broken install)."""
+    package = site.root / "cardcage" / "diffusion"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        'raise ImportError("libdiffusion.so: cannot open shared object file")\n', encoding="utf-8"
+    )
+
+
+@without_diffusion
+def test_a_broken_diffusion_runtime_is_reported_not_a_crash(site: Site) -> None:
+    _broken_diffusion_runtime(site)
+    site.plugin("tools-x", "xhooks")
+
+    platform = _json(site, "platform")
+    srt, diffusion = platform["runtimes"]
+    assert srt["ok"] is True
+    assert diffusion["ok"] is False
+    assert "libdiffusion.so" in diffusion["error"]["message"]
+    assert site.run("platform").returncode == 1
+
+    listing = _json(site, "plugins", "list")
+    assert [p["name"] for p in listing["profiles"]] == ["srt", "diffusion"]
+
+    doctor = _json(site, "doctor")
+    (finding,) = doctor["findings"]
+    assert finding["code"] == "runtime-import-failed"
+    assert "pip install --force-reinstall cardcage-diffusion-runtime" in finding["fix"]
 
 
 # -- hooks -------------------------------------------------------------------------------------

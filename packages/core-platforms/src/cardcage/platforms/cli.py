@@ -1,7 +1,7 @@
 """The ``cardcage`` console script: plugins, platform selection, hooks, environment, doctor.
 
     cardcage plugins list [--group G]   every plugin entry point and what the loader would do
-    cardcage platform                   which platform was chosen, and why
+    cardcage platform [--runtime R]     which platform each runtime chose, and why
     cardcage hooks                      run load_plugins() and list every hook and its status
     cardcage env                        interpreter, OS, distributions and every cardcage variable
     cardcage doctor [--strict]          problems that break or silently change start-up
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         HooksReport,
         PlatformReport,
         PluginsReport,
+        RuntimePlatform,
     )
 
 __all__ = ["build_parser", "main"]
@@ -106,9 +107,19 @@ def _render_plugins(report: PluginsReport, verbose: int) -> str:
     if not report.plugins:
         lines.append(f"No plugin entry points installed in: {', '.join(report.groups)}.")
         return "\n".join(lines)
-    headers = ["GROUP", "NAME", "KIND", "DISTRIBUTION", "VERSION", "STATUS", "VALUE", "DETAIL"]
+    headers = [
+        "RUNTIME",
+        "GROUP",
+        "NAME",
+        "KIND",
+        "DISTRIBUTION",
+        "VERSION",
+        "STATUS",
+        "VALUE",
+        "DETAIL",
+    ]
     rows: list[list[object]] = [
-        [r.group, r.name, r.kind, r.distribution, r.version, r.status, r.value, r.detail]
+        [r.runtime, r.group, r.name, r.kind, r.distribution, r.version, r.status, r.value, r.detail]
         for r in report.plugins
     ]
     if verbose:
@@ -122,27 +133,34 @@ def _render_plugins(report: PluginsReport, verbose: int) -> str:
 # -- platform ----------------------------------------------------------------------------------
 
 
-def _how(report: PlatformReport) -> str:
-    if report.mode == "explicit":
-        return (
-            f"explicit selection: {report.selector_env}={report.selector!r}, so only that "
-            f"platform was loaded ({report.allowlist_env} does not apply to explicit selection)."
-        )
-    allow = (
-        f" allowed by {report.allowlist_env}={','.join(report.allowlist)!r}"
-        if report.allowlist is not None
+def _how(report: RuntimePlatform) -> str:
+    env, allow_env = report.selector_env, report.allowlist_env
+    automatic_only = [a for a in report.builtin_chain if a not in report.selector_builtins]
+    only = (
+        f" {', '.join(repr(a) for a in automatic_only)} is detected automatically only: "
+        f"{env} does not accept it."
+        if automatic_only
         else ""
     )
+    if report.mode == "explicit":
+        return (
+            f"explicit selection: {env}={report.selector!r}, so only that platform was loaded "
+            f"({allow_env} does not apply to explicit selection).{only}"
+        )
+    if report.allowlist is None:
+        allow = ""
+    elif report.allowlist_filters_platforms:
+        allow = f" allowed by {allow_env}={','.join(report.allowlist)!r}"
+    else:
+        allow = f" ({allow_env} does not filter {report.runtime} platform discovery)"
     return (
-        f"automatic selection: {report.selector_env} is not set, so every platform plugin{allow} "
+        f"automatic selection: {env} is not set, so every platform plugin{allow} "
         "was asked to activate(). Exactly one activating wins; none falls back to the built-in "
-        "chain (CPU if SGLANG_USE_CPU_ENGINE=1, then CUDA, ROCm, XPU, then the base "
-        "SRTPlatform); two or more is an error."
+        f"chain ({report.chain}); two or more is an error.{only}"
     )
 
 
-def _render_platform(report: PlatformReport, verbose: int) -> str:
-    del verbose
+def _render_runtime_platform(report: RuntimePlatform, verbose: int) -> str:
     runtime = report.runtime.upper()
     if report.error is not None or report.selection is None:
         lines = [f"{runtime} platform selection failed:", ""]
@@ -182,6 +200,10 @@ def _render_platform(report: PlatformReport, verbose: int) -> str:
     if report.first_access_stack:
         lines += ["", "First access to current_platform:", report.first_access_stack.rstrip()]
     return "\n".join(lines)
+
+
+def _render_platform(report: PlatformReport, verbose: int) -> str:
+    return "\n\n".join(_render_runtime_platform(r, verbose) for r in report.runtimes)
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -332,6 +354,10 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
 # -- commands ----------------------------------------------------------------------------------
 
 
+class _UsageError(Exception):
+    """A request the installed packages cannot serve: reported like an argparse error (exit 2)."""
+
+
 class _Outcome:
     """A collected report, how to render it, and the exit code it deserves."""
 
@@ -346,7 +372,11 @@ def _cmd_plugins(args: argparse.Namespace) -> _Outcome:
 
 
 def _cmd_platform(args: argparse.Namespace) -> _Outcome:
-    report = diag.collect_platform(with_stack=bool(args.verbose))
+    runtimes = None if args.runtime == "all" else [args.runtime]
+    try:
+        report = diag.collect_platform(runtimes, with_stack=bool(args.verbose))
+    except LookupError as exc:
+        raise _UsageError(str(exc)) from None
     return _Outcome(report, _render_platform, 0 if report.ok else 1)
 
 
@@ -407,7 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=_cmd_plugins)
 
     platform = commands.add_parser(
-        "platform", parents=[common], help="explain which platform was selected and why"
+        "platform", parents=[common], help="explain which platform each runtime selects and why"
+    )
+    platform.add_argument(
+        "--runtime",
+        choices=[*diag.defined_runtimes(), "all"],
+        default="all",
+        help="the runtime whose selection to explain (default: all, every installed runtime)",
     )
     platform.set_defaults(run=_cmd_platform)
 
@@ -452,11 +488,15 @@ def _emit(outcome: _Outcome, as_json: bool, verbose: int, out: TextIO) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cardcage`` command line; return its exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     _configure_logging(args.verbose)
     out = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):
-        outcome: _Outcome = args.run(args)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            outcome: _Outcome = args.run(args)
+    except _UsageError as exc:
+        parser.exit(2, f"cardcage {args.command}: error: {exc}\n")
     _emit(outcome, args.json, args.verbose, out)
     out.flush()
     return outcome.code

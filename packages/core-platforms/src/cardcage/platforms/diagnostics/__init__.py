@@ -9,10 +9,12 @@ What each collector may touch, because a diagnostic must not change what it diag
 
 * ``collect_plugins`` and ``collect_env`` read metadata and the environment only; they never
   import a plugin.
-* ``collect_platform`` resolves ``current_platform`` exactly as the runtime would.
+* ``collect_platform`` resolves each installed runtime's ``current_platform`` exactly as that
+  runtime would (the diffusion runtime's through ``importlib``: this package never imports
+  ``cardcage.diffusion`` statically, the diffusion distribution depends on this one).
 * ``collect_hooks`` runs ``cardcage.hooks.load_plugins()`` (registration and application).
-* ``run_doctor`` calls every platform entry point's ``activate()`` and imports every general
-  plugin, in this process, catching whatever they raise.
+* ``run_doctor`` calls every platform entry point's ``activate()`` (of every installed runtime)
+  and imports every general plugin, in this process, catching whatever they raise.
 
 Import-safe: stdlib only at module scope. ``cardcage.hooks`` internals, the selection engine and
 plugin code are imported inside the functions that need them; torch never is.
@@ -20,11 +22,18 @@ plugin code are imported inside the functions that need them; torch never is.
 
 from __future__ import annotations
 
-from ._common import COMMANDS, DistRef, ErrorInfo, load_schema, runtime_profiles
+from ._common import (
+    COMMANDS,
+    DistRef,
+    ErrorInfo,
+    defined_runtimes,
+    load_schema,
+    runtime_profiles,
+)
 from .doctor import DoctorReport, Finding, run_doctor
 from .env import EnvReport, collect_env
 from .hooks import HookRow, HooksReport, collect_hooks
-from .platform import PlatformReport, collect_platform
+from .platform import PlatformReport, RuntimePlatform, collect_platform, platform_runtimes
 from .plugins import PluginRow, PluginsReport, collect_plugins
 
 __all__ = [
@@ -39,11 +48,14 @@ __all__ = [
     "PlatformReport",
     "PluginRow",
     "PluginsReport",
+    "RuntimePlatform",
     "collect_env",
     "collect_hooks",
     "collect_platform",
     "collect_plugins",
+    "defined_runtimes",
     "load_schema",
+    "platform_runtimes",
     "run_doctor",
     "runtime_profiles",
 ]

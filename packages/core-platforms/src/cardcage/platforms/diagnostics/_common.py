@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
+    from cardcage.platforms.selection import SelectionPolicy
 
 
 #: The commands with a JSON document, each described by ``schemas/<command>.schema.json``.
@@ -175,25 +176,108 @@ def dist_location(name: str) -> str | None:
         return None
 
 
-def runtime_profiles() -> tuple[RuntimeProfile, ...]:
-    """Every runtime profile cardcage.hooks defines (SRT first), so new runtimes are covered."""
+def defined_profiles() -> tuple[RuntimeProfile, ...]:
+    """Every runtime profile cardcage.hooks defines (SRT first), installed or not."""
     from cardcage.hooks import profile as profile_module
 
     found: dict[str, RuntimeProfile] = {profile_module.SRT_PROFILE.name: profile_module.SRT_PROFILE}
     for value in vars(profile_module).values():
-        if isinstance(value, profile_module.RuntimeProfile) and _runtime_installed(value):
+        if isinstance(value, profile_module.RuntimeProfile):
             found.setdefault(value.name, value)
     return tuple(found.values())
 
 
-def _runtime_installed(profile: RuntimeProfile) -> bool:
-    """A runtime counts once the package that provides its selection is installed."""
+def defined_runtimes() -> tuple[str, ...]:
+    """The names of every defined runtime profile (``--runtime`` choices), installed or not."""
+    return tuple(p.name for p in defined_profiles())
+
+
+def runtime_profiles() -> tuple[RuntimeProfile, ...]:
+    """The installed runtimes' profiles (SRT first), so new runtimes are covered."""
+    return tuple(p for p in defined_profiles() if runtime_installed(p))
+
+
+def provider_package(profile: RuntimeProfile) -> str | None:
+    """The top-level package of the profile's selection provider (``cardcage.diffusion``)."""
     if not profile.selection_provider:
+        return None
+    return ".".join(profile.selection_provider.partition(":")[0].split(".")[:2])
+
+
+def runtime_installed(profile: RuntimeProfile) -> bool:
+    """A runtime counts once the package that provides its selection is installed."""
+    package = provider_package(profile)
+    if package is None:
         return True
     import importlib.util
 
-    package = ".".join(profile.selection_provider.partition(":")[0].split(".")[:2])
-    return importlib.util.find_spec(package) is not None
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class RuntimeSelection:
+    """Where a runtime keeps its platform selection, named so nothing is imported until asked.
+
+    ``cardcage.platforms`` must not import another runtime's package at module scope (the
+    diffusion runtime is a separate distribution that depends on this one), so each runtime is
+    reached through ``importlib`` by these names, and only once its provider package is installed.
+    """
+
+    profile: RuntimeProfile
+    #: Module with ``get_current_platform()`` and ``get_selection_record()``.
+    accessor_module: str
+    #: ``"module:function"`` returning the runtime's ``SelectionPolicy`` (default probes).
+    policy: str
+    #: The automatic fallback chain, in words, for ``cardcage platform``.
+    chain: str
+    #: The distribution that installs the runtime (named in "not installed" messages).
+    distribution: str
+
+    def accessor(self) -> Any:
+        import importlib
+
+        return importlib.import_module(self.accessor_module)
+
+    def load_policy(self) -> SelectionPolicy:
+        import importlib
+
+        module, _, name = self.policy.partition(":")
+        policy: SelectionPolicy = getattr(importlib.import_module(module), name)()
+        return policy
+
+
+#: Profile name -> (accessor module, policy factory, fallback chain in words, distribution).
+_SELECTIONS = {
+    "srt": (
+        "cardcage.platforms.current",
+        "cardcage.platforms.srt:srt_policy",
+        "CPU if SGLANG_USE_CPU_ENGINE=1, then CUDA, ROCm, XPU, then the base SRTPlatform",
+        "cardcage-core-platforms",
+    ),
+    "diffusion": (
+        "cardcage.diffusion.runtime.platforms.current",
+        "cardcage.diffusion.runtime.platforms.policy:diffusion_policy",
+        "MPS, XPU, ROCm, CUDA, NPU, MUSA, then CPU, which always matches",
+        "cardcage-diffusion-runtime",
+    ),
+}
+
+
+def runtime_distribution(profile: RuntimeProfile) -> str | None:
+    """The distribution that installs ``profile``'s runtime, when cardcage ships it."""
+    known = _SELECTIONS.get(profile.name)
+    return known[3] if known is not None else None
+
+
+def runtime_selection(profile: RuntimeProfile) -> RuntimeSelection | None:
+    """How to reach ``profile``'s platform selection; None if it is unknown or not installed."""
+    known = _SELECTIONS.get(profile.name)
+    if known is None or not runtime_installed(profile):
+        return None
+    return RuntimeSelection(profile, *known)
 
 
 def group_roles(

@@ -24,6 +24,7 @@ from ._common import (
     group_roles,
     kind_of_unknown_group,
     runtime_profiles,
+    runtime_selection,
     selector_value,
     to_json,
     watched_groups,
@@ -138,13 +139,20 @@ def _check_reserved(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
     ]
 
 
-def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> list[Finding]:
-    """Allowlist names that match no entry point: usually a typo that silently drops a plugin."""
+def _check_allowlist(
+    profiles: tuple[RuntimeProfile, ...], snapshot: EntryPointSnapshot
+) -> list[Finding]:
+    """Allowlist names that match no entry point: usually a typo that silently drops a plugin.
+
+    ``profiles`` share one allowlist variable (SRT and diffusion both read ``SGLANG_PLUGINS``),
+    so a name is unmatched only when no group of any of them provides it.
+    """
+    profile = profiles[0]
     allowed = allowlist_value(profile)
     if not allowed:
         return []
-    known = {ep.name for ep in snapshot.group(profile.plugin_group)}
-    known |= {ep.name for ep in snapshot.group(profile.platform_group)}
+    groups = [g for p in profiles for g in (p.plugin_group, p.platform_group)]
+    known = {ep.name for group in groups for ep in snapshot.group(group)}
     findings = []
     for name in sorted(allowed - known):
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
@@ -155,7 +163,7 @@ def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> l
                 severity="warning",
                 message=(
                     f"{profile.allowlist_env} names {name!r}, which matches no entry point in "
-                    f"{profile.plugin_group} or {profile.platform_group}.{hint}"
+                    f"{', '.join(groups[:-1])} or {groups[-1]}.{hint}"
                 ),
                 fix=(
                     f"Fix the spelling in {profile.allowlist_env}, remove {name!r} from it, or "
@@ -181,13 +189,20 @@ def _check_selector(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
     choices = sorted(names | aliases)
     close = difflib.get_close_matches(selector, choices, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
+    what = "no platform entry point and no built-in platform"
+    if selector in policy.aliases():
+        what = (
+            f"the built-in {selector!r} platform, which is detected automatically only: "
+            f"{profile.selector_env} does not accept it"
+        )
+        hint = ""
     return [
         Finding(
             code="unknown-platform-selector",
             severity="error",
             message=(
-                f"{profile.selector_env}={selector!r} names no platform entry point and no "
-                f"built-in platform.{hint} Platform selection fails at startup."
+                f"{profile.selector_env}={selector!r} names {what}.{hint} Platform selection "
+                "fails at startup."
             ),
             fix=(
                 f"Set {profile.selector_env} to one of: {', '.join(repr(c) for c in choices)}; "
@@ -326,7 +341,7 @@ def _check_platforms(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...])
     """Activate every platform entry point; report raising ones and ambiguous automatic picks."""
     profile = policy.profile
     selector = selector_value(profile)
-    allowed = allowlist_value(profile)
+    allowed = allowlist_value(profile) if policy.allowlist_filters_automatic else None
     results = []
     for ep in sorted(eps, key=ep_order):
         # Who startup would call: the selected entry point, or every allowed one.
@@ -439,30 +454,58 @@ def _check_env_vars() -> list[Finding]:
     return findings
 
 
+def _runtime_broken(dist: str, profile: RuntimeProfile, exc: BaseException) -> Finding:
+    """An installed runtime whose selection policy cannot be imported: it cannot start."""
+    return Finding(
+        code="runtime-import-failed",
+        severity="error",
+        message=(
+            f"The {profile.name} runtime is installed but its platform selection could not be "
+            f"imported: {exc_line(exc)}. That runtime cannot select a platform."
+        ),
+        fix=f"Reinstall it (pip install --force-reinstall {dist}), or uninstall it.",
+        group=profile.platform_group,
+        distributions=(DistRef(dist, None),),
+        traceback=_tb(exc),
+    )
+
+
 def run_doctor() -> DoctorReport:
     """Every check, in the order a reader would want them: names, variables, platforms, imports.
 
-    Platform checks apply to the SRT runtime (whose selection policy this package defines);
-    name and import checks cover every watched group.
+    Platform checks run for every installed runtime whose selection policy is known (SRT, and
+    diffusion once cardcage-diffusion-runtime is installed), each with that runtime's policy:
+    its built-in aliases, the aliases its selector accepts, whether its allowlist filters
+    automatic discovery. Name and import checks cover every watched group.
     """
-    from cardcage.hooks.profile import SRT_PROFILE
-    from cardcage.platforms.srt import srt_policy
-
     snapshot = current_snapshot()
     profiles = runtime_profiles()
     groups = watched_groups(snapshot, profiles)
     roles = group_roles(profiles)
     findings: list[Finding] = []
+    policies: list[SelectionPolicy] = []
+    for profile in profiles:
+        ref = runtime_selection(profile)
+        if ref is None:
+            continue
+        try:
+            policies.append(ref.load_policy())
+        except Exception as exc:
+            findings.append(_runtime_broken(ref.distribution, profile, exc))
     for group in groups:
         findings.extend(_check_duplicates(group, snapshot.group(group)))
-    policy = srt_policy()
-    platform_eps = snapshot.group(SRT_PROFILE.platform_group)
-    findings.extend(_check_reserved(policy, platform_eps))
+    for policy in policies:
+        findings.extend(_check_reserved(policy, snapshot.group(policy.profile.platform_group)))
     findings.extend(_check_env_vars())
+    by_allowlist: dict[str, list[RuntimeProfile]] = {}
     for profile in profiles:
-        findings.extend(_check_allowlist(profile, snapshot))
-    findings.extend(_check_selector(policy, platform_eps))
-    findings.extend(_check_platforms(policy, platform_eps))
+        by_allowlist.setdefault(profile.allowlist_env, []).append(profile)
+    for sharing in by_allowlist.values():
+        findings.extend(_check_allowlist(tuple(sharing), snapshot))
+    for policy in policies:
+        platform_eps = snapshot.group(policy.profile.platform_group)
+        findings.extend(_check_selector(policy, platform_eps))
+        findings.extend(_check_platforms(policy, platform_eps))
     for group in groups:
         role = roles.get(group)
         kind = role[1] if role is not None else kind_of_unknown_group(group)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,11 +19,14 @@ from ._common import (
     current_snapshot,
     dist_location,
     ep_dist,
+    exc_line,
     normalize,
     runtime_profiles,
     to_json,
     watched_groups,
 )
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,11 @@ def env_registries() -> list[tuple[str, EnvRegistry]]:
         except ModuleNotFoundError as exc:
             if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
                 continue  # that package is not installed (not: one of its imports is missing)
-            raise
+            _logger.warning("cannot read %s: %s", module_name, exc_line(exc))
+            continue
+        except Exception as exc:  # a broken install: `cardcage doctor` reports the runtime
+            _logger.warning("cannot read %s: %s", module_name, exc_line(exc))
+            continue
         registry = getattr(module, "ENV_VARS", None)
         if registry is not None:
             found.append((module_name, registry))

@@ -1,4 +1,8 @@
-"""``cardcage plugins list``: every entry point, its distribution and status; no imports."""
+"""``cardcage plugins list``: every entry point, its runtime, distribution and status.
+
+No plugin is imported. The installed runtimes' selection policies are (they are import-safe and
+torch-free): whether an allowlist filters automatic platform discovery is the policy's call.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +17,16 @@ from ._common import (
     PluginKind,
     allowlist_value,
     current_snapshot,
+    defined_profiles,
     dist_location,
     ep_dist,
     ep_order,
     excluded_dists,
     group_roles,
     kind_of_unknown_group,
+    runtime_distribution,
     runtime_profiles,
+    runtime_selection,
     selector_value,
     to_json,
     watched_groups,
@@ -52,6 +59,9 @@ class PluginRow:
     kind: PluginKind
     status: str  # allowed | not-allowed | excluded | selected | not-selected | unused
     detail: str
+    #: The runtime profile whose group this is ("srt", "diffusion"), even when that runtime is
+    #: not installed; None for a group no profile names.
+    runtime: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,14 +87,16 @@ def _profile_info(profile: RuntimeProfile) -> ProfileInfo:
     )
 
 
-def _platform_status(ep: PluginEntryPoint, profile: RuntimeProfile) -> tuple[str, str]:
+def _platform_status(
+    ep: PluginEntryPoint, profile: RuntimeProfile, allowlist_filters: bool
+) -> tuple[str, str]:
     selector = selector_value(profile)
     env = profile.selector_env
     if selector:
         if ep.name == selector:
             return "selected", f"{env}={selector!r}: only this platform entry point is loaded"
         return "not-selected", f"{env}={selector!r} selects another platform; never loaded"
-    allowed = allowlist_value(profile)
+    allowed = allowlist_value(profile) if allowlist_filters else None
     if allowed is not None and ep.name not in allowed:
         return "not-allowed", f"not in {profile.allowlist_env}; skipped by automatic selection"
     return "allowed", "activate() is called by automatic selection"
@@ -106,6 +118,26 @@ def _general_status(
     return "allowed", "imported and register() called by load_plugins()"
 
 
+def _allowlist_filters_platforms(profile: RuntimeProfile) -> bool:
+    """Whether the runtime's allowlist filters automatic platform discovery (its policy says)."""
+    ref = runtime_selection(profile)
+    if ref is None:
+        return True
+    try:
+        return ref.load_policy().allowlist_filters_automatic
+    except Exception:  # a broken runtime install: cardcage platform and doctor report it
+        return True
+
+
+def _unused_detail(group: str, owner: str | None) -> str:
+    if owner is None:
+        return f"no installed cardcage runtime reads group {group}"
+    dist = next((runtime_distribution(p) for p in defined_profiles() if p.name == owner), None)
+    return f"the {owner} runtime that reads group {group} is not installed" + (
+        f" (pip install {dist})" if dist else ""
+    )
+
+
 def collect_plugins(group: str | None = None) -> PluginsReport:
     """Every entry point of the runtimes' groups and of any other ``sglang.*`` group.
 
@@ -117,15 +149,18 @@ def collect_plugins(group: str | None = None) -> PluginsReport:
     roles = group_roles(profiles)
     groups = [group] if group is not None else watched_groups(snapshot, profiles)
     excluded = {p.name: excluded_dists(p, snapshot) for p in profiles}
+    filters = {p.name: _allowlist_filters_platforms(p) for p in profiles}
+    owners = {g: p.name for p in defined_profiles() for g in (p.platform_group, p.plugin_group)}
     rows: list[PluginRow] = []
     for name in groups:
         role = roles.get(name)
         for ep in sorted(snapshot.group(name), key=lambda e: (e.name, ep_order(e))):
             if role is None:
                 kind = kind_of_unknown_group(name)
-                status, detail = "unused", f"no installed cardcage runtime reads group {name}"
+                status, detail = "unused", _unused_detail(name, owners.get(name))
             elif role[1] == "platform":
-                kind, (status, detail) = "platform", _platform_status(ep, role[0])
+                kind = "platform"
+                status, detail = _platform_status(ep, role[0], filters[role[0].name])
             else:
                 kind = "general"
                 status, detail = _general_status(ep, role[0], excluded[role[0].name])
@@ -141,6 +176,7 @@ def collect_plugins(group: str | None = None) -> PluginsReport:
                     kind=kind,
                     status=status,
                     detail=detail,
+                    runtime=role[0].name if role is not None else owners.get(name),
                 )
             )
     return PluginsReport(
