@@ -39,6 +39,9 @@ JSONSCHEMA = "jsonschema==4.26.0"
 # pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 PYZMQ = "pyzmq==27.3.0"
+SAFETENSORS = "safetensors==0.8.0"
+# What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
+DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS]
 
 
 @functools.cache
@@ -90,6 +93,33 @@ def assert_not_installed(session: nox.Session, *modules: str) -> None:
     session.run("python", "-c", code, silent=True)
 
 
+def install_with_vendor_sites(
+    session: nox.Session, core: list[Path], vendors: list[Path], *extra: str
+) -> Path:
+    """Install ``core`` (plus ``extra`` requirements) into the venv and each vendor into its own
+    ``pip install --target`` site; return the folder holding the sites (one per vendor name).
+
+    Tests compose PYTHONPATH from the sites they want, so one venv stands for any combination
+    of installed vendors, every one of them from a built wheel.
+    """
+    wheels = build_wheels(session, *core, *vendors)
+    by_project = {Path(w).name.split("-")[0]: w for w in wheels}
+
+    def wheel_of(project: Path) -> str:
+        with (project / "pyproject.toml").open("rb") as handle:
+            name = tomllib.load(handle)["project"]["name"]
+        return by_project[name.replace("-", "_")]
+
+    session.install(*(wheel_of(p) for p in core), *extra)
+    sites = Path(session.create_tmp()) / "sites"
+    for project in vendors:
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps",
+            "--target", str(sites / project.name), wheel_of(project),
+        )  # fmt: skip
+    return sites
+
+
 @nox.session(name="tests-core-hooks", python=PYTHON)
 def tests_core_hooks(session: nox.Session) -> None:
     """Unit tests of cardcage-core-hooks, installed alone from its wheel (no torch)."""
@@ -122,9 +152,12 @@ def tests_core_platforms_torch(session: nox.Session) -> None:
     session.run("pytest", "packages/core-platforms/tests", "-m", "torch", *session.posargs)
 
 
-def _demo_wheels(session: nox.Session, demo: str) -> list[str]:
+def _demo_wheels(session: nox.Session, demo: str, *, diffusion: bool = False) -> list[str]:
+    """The demo's wheel and the core it needs; ``diffusion`` adds the diffusion runtime (and so
+    torch), for the demo's ``sglang.multimodal_gen`` half."""
+    extra = [PACKAGES / "shm-broadcast", PACKAGES / "diffusion-runtime"] if diffusion else []
     return build_wheels(
-        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / demo
+        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", *extra, PACKAGES / demo
     )
 
 
@@ -138,8 +171,9 @@ def tests_demo_cpu(session: nox.Session) -> None:
 
 @nox.session(name="tests-demo-cpu-torch", python=PYTHON)
 def tests_demo_cpu_torch(session: nox.Session) -> None:
-    """demo-cpu's torch extra on the CPU build: get_device, inference_mode, init_backend threads."""
-    session.install(*_demo_wheels(session, "demo-cpu"), *PYTEST, TORCH)
+    """demo-cpu's torch extra on the CPU build: get_device, inference_mode, init_backend threads,
+    and its diffusion half (platform, custom-op forward, hooks) on the diffusion runtime."""
+    session.install(*_demo_wheels(session, "demo-cpu", diffusion=True), *PYTEST, *DIFFUSION_PINS)
     session.run("pytest", "packages/demo-cpu/tests", "-m", "torch", *session.posargs)
 
 
@@ -153,8 +187,9 @@ def tests_demo_cuda(session: nox.Session) -> None:
 
 @nox.session(name="tests-demo-cuda-torch", python=PYTHON)
 def tests_demo_cuda_torch(session: nox.Session) -> None:
-    """demo-cuda with torch installed (a CPU build here: init_backend fails clearly, no GPU)."""
-    session.install(*_demo_wheels(session, "demo-cuda"), *PYTEST, TORCH)
+    """demo-cuda with torch and the diffusion runtime installed (a CPU build here: init_backend
+    fails clearly, no GPU)."""
+    session.install(*_demo_wheels(session, "demo-cuda", diffusion=True), *PYTEST, *DIFFUSION_PINS)
     session.run("pytest", "packages/demo-cuda/tests", *session.posargs)
 
 
@@ -188,11 +223,12 @@ def tests_diffusion_runtime(session: nox.Session) -> None:
         session,
         PACKAGES / "core-hooks",
         PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
         PACKAGES / "diffusion-runtime",
     )
     # The pinned CPU torch goes in the same resolve, so the package's `torch` requirement can
     # never pull a multi-GB CUDA build.
-    session.install(*wheels, *PYTEST, TORCH)
+    session.install(*wheels, *PYTEST, JSONSCHEMA, *DIFFUSION_PINS)
     session.run("pytest", "packages/diffusion-runtime/tests", *session.posargs)
 
 
@@ -225,23 +261,35 @@ def scenario_platforms(session: nox.Session) -> None:
         *platforms,
     ]
     core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms", general / "cc-fixture-target"]
-    wheels = build_wheels(session, *core, *vendors)
-    by_project = {Path(w).name.split("-")[0]: w for w in wheels}
-
-    def wheel_of(project: Path) -> str:
-        with (project / "pyproject.toml").open("rb") as handle:
-            name = tomllib.load(handle)["project"]["name"]
-        return by_project[name.replace("-", "_")]
-
-    session.install(*(wheel_of(p) for p in core), *PYTEST, JSONSCHEMA)
-    sites = Path(session.create_tmp()) / "sites"
-    for project in vendors:
-        session.run(
-            "python", "-m", "pip", "install", "--quiet", "--no-deps",
-            "--target", str(sites / project.name), wheel_of(project),
-        )  # fmt: skip
+    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA)
     session.run(
         "pytest", "tests_integration/platforms", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites)},
+    )  # fmt: skip
+
+
+@nox.session(name="scenario-diffusion", python=PYTHON)
+def scenario_diffusion(session: nox.Session) -> None:
+    """The diffusion runtime's selection and two plugin phases, end to end from built wheels.
+
+    Same layout as ``scenario-platforms``: the core, the diffusion runtime and the pinned CPU
+    torch go into the venv; each vendor (demo-cpu, demo-cuda, the fixtures under
+    tests_integration/fixtures/diffusion) into its own ``--target`` site under
+    ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
+    """
+    fixtures = sorted(
+        p for p in (FIXTURES / "diffusion").iterdir() if (p / "pyproject.toml").exists()
+    )
+    vendors = [PACKAGES / "demo-cpu", PACKAGES / "demo-cuda", *fixtures]
+    core = [
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    ]
+    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *DIFFUSION_PINS)
+    session.run(
+        "pytest", "tests_integration/diffusion", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
     )  # fmt: skip
 

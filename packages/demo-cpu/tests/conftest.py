@@ -1,4 +1,8 @@
-"""Shared fixtures: every test starts with none of the variables that steer activation set."""
+"""Shared fixtures: every test starts with none of the variables that steer activation set.
+
+The diffusion tests add their own fixtures (``cpu_diffusion_support.py``): this file must import
+neither torch nor the diffusion runtime, which the plain ``tests-demo-cpu`` session lacks.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,20 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cardcage.platforms.testing import reset_current_platform
+from cardcage_demo_cpu.diffusion.evidence import EVIDENCE
 from cardcage_demo_cpu.hooks import STATS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-STEERING = ("CARDCAGE_DEMO_CPU", "CARDCAGE_DEMO_CPU_THREADS", "SGLANG_PLATFORM", "SGLANG_PLUGINS")
+STEERING = (
+    "CARDCAGE_DEMO_CPU",
+    "CARDCAGE_DEMO_CPU_EVIDENCE",
+    "CARDCAGE_DEMO_CPU_THREADS",
+    "SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
+    "SGLANG_PLATFORM",
+    "SGLANG_PLUGINS",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,3 +41,4 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     reset_current_platform()
     STATS.reset()
+    EVIDENCE.reset()

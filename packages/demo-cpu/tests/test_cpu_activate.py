@@ -79,6 +79,13 @@ def test_entry_points_use_the_documented_names_and_no_reserved_alias() -> None:
     assert found == {
         ("sglang.srt.platforms", ENTRY_POINT_NAME): "cardcage_demo_cpu:activate",
         ("sglang.srt.plugins", ENTRY_POINT_NAME): "cardcage_demo_cpu.hooks:register",
+        (
+            "sglang.multimodal_gen.platforms",
+            ENTRY_POINT_NAME,
+        ): "cardcage_demo_cpu.diffusion:activate",
+        ("sglang.multimodal_gen.plugins", ENTRY_POINT_NAME): (
+            "cardcage_demo_cpu.diffusion.hooks:register"
+        ),
     }
     assert ENTRY_POINT_NAME not in RESERVED
 

@@ -1,4 +1,8 @@
-"""Shared fixtures: every test starts with none of the variables that steer the device set."""
+"""Shared fixtures: every test starts with none of the variables that steer the device set.
+
+The diffusion tests add their own fixtures (``cuda_diffusion_support.py``): this file must import
+neither torch nor the diffusion runtime, which the plain ``tests-demo-cuda`` session lacks.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cardcage.platforms.testing import reset_current_platform
+from cardcage_demo_cuda.diffusion.evidence import EVIDENCE
 from cardcage_demo_cuda.hooks import STATS
 
 if TYPE_CHECKING:
@@ -14,9 +19,11 @@ if TYPE_CHECKING:
 
 STEERING = (
     "CARDCAGE_DEMO_CUDA_ALLOW_TF32",
+    "CARDCAGE_DEMO_CUDA_EVIDENCE",
     "CUDA_DEVICE_ORDER",
     "CUDA_VISIBLE_DEVICES",
     "LOCAL_RANK",
+    "SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
     "SGLANG_PLATFORM",
     "SGLANG_PLUGINS",
 )
@@ -36,3 +43,4 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     reset_current_platform()
     STATS.reset()
+    EVIDENCE.reset()

@@ -107,6 +107,12 @@ def test_entry_points_use_the_documented_names_and_no_reserved_alias() -> None:
     assert found == {
         ("sglang.srt.platforms", ENTRY_POINT_NAME): "cardcage_demo_cuda:activate",
         ("sglang.srt.plugins", ENTRY_POINT_NAME): "cardcage_demo_cuda.hooks:register",
+        ("sglang.multimodal_gen.platforms", ENTRY_POINT_NAME): (
+            "cardcage_demo_cuda.diffusion:activate"
+        ),
+        ("sglang.multimodal_gen.plugins", ENTRY_POINT_NAME): (
+            "cardcage_demo_cuda.diffusion.hooks:register"
+        ),
     }
     assert ENTRY_POINT_NAME not in RESERVED
 

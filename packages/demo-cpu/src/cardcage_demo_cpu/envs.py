@@ -9,10 +9,16 @@ Import-safe: stdlib and ``cardcage.hooks.envs`` only.
 
 from __future__ import annotations
 
-from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool
+from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool, parse_str
 from cardcage.hooks.errors import InvalidEnvVarError
 
-__all__ = ["CARDCAGE_DEMO_CPU", "CARDCAGE_DEMO_CPU_THREADS", "ENV_VARS", "parse_thread_count"]
+__all__ = [
+    "CARDCAGE_DEMO_CPU",
+    "CARDCAGE_DEMO_CPU_EVIDENCE",
+    "CARDCAGE_DEMO_CPU_THREADS",
+    "ENV_VARS",
+    "parse_thread_count",
+]
 
 ENV_VARS = EnvRegistry("cardcage-demo-cpu")
 
@@ -54,6 +60,21 @@ CARDCAGE_DEMO_CPU_THREADS: EnvVar[int] = ENV_VARS.add(
         description=(
             "torch intra-op threads that init_backend() sets in each worker. 0 (the default) "
             "uses every CPU in this process's affinity mask (os.sched_getaffinity)."
+        ),
+    )
+)
+
+CARDCAGE_DEMO_CPU_EVIDENCE: EnvVar[str] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_DEMO_CPU_EVIDENCE",
+        default="",
+        parser=parse_str,
+        kind="file path",
+        description=(
+            "Diffusion half: append one JSON line per first occurrence, in each process, of "
+            "init_backend(), the hook plugin's register(), a custom-op dispatch and a vendor "
+            "forward call to this file (with the pid), so a launcher can check what its workers "
+            "ran. Unset or empty: counters in memory only (cardcage_demo_cpu.diffusion.evidence)."
         ),
     )
 )

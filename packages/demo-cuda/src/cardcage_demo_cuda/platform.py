@@ -25,12 +25,51 @@ from . import ENTRY_POINT_NAME
 from .device import DemoCudaDeviceMixin
 from .envs import CARDCAGE_DEMO_CUDA_ALLOW_TF32
 
-__all__ = ["DemoCudaSRTPlatform"]
+__all__ = ["DemoCudaSRTPlatform", "prepare_cuda_worker"]
 
 logger = logging.getLogger(__name__)
 
 _FP8_SINCE = (8, 9)  # Ada Lovelace and later have fp8 tensor cores
 _HOPPER = 9
+
+
+def prepare_cuda_worker(platform: DemoCudaDeviceMixin, *, selector_env: str) -> None:
+    """Per-worker GPU set-up shared by the SRT and diffusion platforms' ``init_backend()``.
+
+    1. fail now, with the fix, if torch cannot use a GPU (a CPU-only torch build, or
+       ``CUDA_VISIBLE_DEVICES`` hiding every GPU after ``activate()`` ran); the message names
+       ``selector_env``, the variable that selects another platform in the calling runtime;
+    2. bind the worker to its GPU: ``LOCAL_RANK`` (set by torchrun and most launchers)
+       modulo the visible GPU count; without it the current device stays as it is;
+    3. when ``CARDCAGE_DEMO_CUDA_ALLOW_TF32`` is set, TF32 on (1) or off (0) for float32
+       matmuls and cuDNN convolutions; unset leaves torch's defaults alone.
+    """
+    try:
+        import torch
+    except ModuleNotFoundError as exc:
+        raise TorchNotInstalledError(f"{type(platform).__name__}.init_backend()") from exc
+    if not torch.cuda.is_available():
+        raise PlatformUnavailableError(
+            f"{platform.device_name} was selected but torch {torch.__version__} cannot use a GPU "
+            f"(torch.version.cuda={torch.version.cuda}, CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Install a CUDA build of torch or "
+            f"select another platform with {selector_env}.",
+            plugin=ENTRY_POINT_NAME,
+            distribution="cardcage-demo-cuda",
+        )
+    local_rank = os.environ.get("LOCAL_RANK", "").strip()
+    if local_rank.isdigit():
+        platform.set_device(int(local_rank) % torch.cuda.device_count())
+    if CARDCAGE_DEMO_CUDA_ALLOW_TF32.is_set():
+        allow_tf32 = CARDCAGE_DEMO_CUDA_ALLOW_TF32.get()
+        torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+    logger.debug(
+        "%s.init_backend(): device %d, float32 matmul precision %s",
+        platform,
+        torch.cuda.current_device(),
+        torch.get_float32_matmul_precision(),
+    )
 
 
 class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
@@ -51,41 +90,9 @@ class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
             server_args.device = self.device_type
 
     def init_backend(self) -> None:
-        """Per-worker set-up before the model is built.
-
-        1. fail now, with the fix, if torch cannot use a GPU (a CPU-only torch build, or
-           ``CUDA_VISIBLE_DEVICES`` hiding every GPU after ``activate()`` ran);
-        2. bind the worker to its GPU: ``LOCAL_RANK`` (set by torchrun and most launchers)
-           modulo the visible GPU count; without it the current device stays as it is;
-        3. when ``CARDCAGE_DEMO_CUDA_ALLOW_TF32`` is set, TF32 on (1) or off (0) for float32
-           matmuls and cuDNN convolutions; unset leaves torch's defaults alone.
-        """
-        try:
-            import torch
-        except ModuleNotFoundError as exc:
-            raise TorchNotInstalledError(f"{type(self).__name__}.init_backend()") from exc
-        if not torch.cuda.is_available():
-            raise PlatformUnavailableError(
-                f"{self.device_name} was selected but torch {torch.__version__} cannot use a GPU "
-                f"(torch.version.cuda={torch.version.cuda}, CUDA_VISIBLE_DEVICES="
-                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}). Install a CUDA build of torch or "
-                "select another platform with SGLANG_PLATFORM.",
-                plugin=ENTRY_POINT_NAME,
-                distribution="cardcage-demo-cuda",
-            )
-        local_rank = os.environ.get("LOCAL_RANK", "").strip()
-        if local_rank.isdigit():
-            self.set_device(int(local_rank) % torch.cuda.device_count())
-        if CARDCAGE_DEMO_CUDA_ALLOW_TF32.is_set():
-            allow_tf32 = CARDCAGE_DEMO_CUDA_ALLOW_TF32.get()
-            torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
-            torch.backends.cudnn.allow_tf32 = allow_tf32
-        logger.debug(
-            "%s.init_backend(): device %d, float32 matmul precision %s",
-            self,
-            torch.cuda.current_device(),
-            torch.get_float32_matmul_precision(),
-        )
+        """Per-worker set-up before the model is built (``prepare_cuda_worker``): fail with the
+        fix when torch cannot use a GPU, bind ``LOCAL_RANK``'s GPU, apply the TF32 setting."""
+        prepare_cuda_worker(self, selector_env="SGLANG_PLATFORM")
 
     # -- capability flags -------------------------------------------------------------------
     def supports_fp8(self) -> bool:

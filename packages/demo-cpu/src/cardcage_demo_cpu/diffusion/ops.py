@@ -1,0 +1,58 @@
+"""demo_cpu's custom-op forwards, registered with ``CustomOp.register_oot_forward()``.
+
+The diffusion runtime builds its layers from ``CustomOp`` subclasses, each of which picks its
+forward once, at construction, from the current platform's ``get_dispatch_key_name()``. A
+function registered for the op's exact class under that key wins over every ``forward_<key>()``
+method; it receives the op instance before the normal arguments.
+
+``rms_norm_forward`` is the vendor kernel for ``RMSNorm``: torch's fused
+``torch.nn.functional.rms_norm`` (one ATen kernel, no ``x**2`` temporary) instead of the
+runtime's four-step ``forward_native()``. It computes in float32 and casts back, like
+``forward_native()``, so the two agree to float32 rounding; ``tests/test_cpu_diffusion_ops.py``
+checks that. Each call is counted in ``evidence.EVIDENCE`` under the event ``forward``.
+
+Imported only by ``DemoCpuPlatform.init_backend()``, in a worker, where torch and the diffusion
+runtime are present: it imports both at module scope.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from cardcage.diffusion.runtime.layers.custom_op import CustomOp
+from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
+
+from .evidence import EVIDENCE
+from .platform import DISPATCH_KEY
+
+__all__ = ["DISPATCH_KEY", "RMS_NORM", "register_custom_ops", "rms_norm_forward"]
+
+#: The evidence key of RMSNorm's forward (the op class, as ``module.qualname``).
+RMS_NORM = f"{RMSNorm.__module__}.{RMSNorm.__qualname__}"
+
+
+def rms_norm_forward(op: RMSNorm, x: Any, residual: Any = None) -> Any:
+    """``RMSNorm`` through torch's fused kernel; the same contract as ``forward_native()``.
+
+    With ``residual``, ``x + residual`` (summed in float32) is normalized and
+    ``(normalized, x + residual)`` returned, both in ``x``'s dtype.
+    """
+    EVIDENCE.record("forward", RMS_NORM)
+    if x.shape[-1] != op.hidden_size:
+        raise ValueError(f"Expected hidden_size to be {op.hidden_size}, but found: {x.shape[-1]}")
+    orig_dtype = x.dtype
+    x32 = x.to(torch.float32)
+    if residual is not None:
+        x32 = x32 + residual.to(torch.float32)
+        residual = x32.to(orig_dtype)
+    out = torch.nn.functional.rms_norm(
+        x32, (op.hidden_size,), op.weight.to(torch.float32), op.variance_epsilon
+    ).to(orig_dtype)
+    return out if residual is None else (out, residual)
+
+
+def register_custom_ops() -> None:
+    """Register every demo_cpu forward under ``DISPATCH_KEY`` (idempotent)."""
+    CustomOp.register_oot_forward(RMSNorm, fn=rms_norm_forward, platform_key=DISPATCH_KEY)
