@@ -1,0 +1,126 @@
+"""Helpers for the model, pipeline and sequence-parallel tests (no pytest imports).
+
+Also the entry point of the sequence-parallel ranks: ``python model_support.py RANK WORLD STORE
+OUT`` joins a gloo group through a ``FileStore`` and writes what it computed to ``OUT`` with
+``torch.save``, for the test process to compare with its own single-process results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import sys
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+#: The request every sequence-parallel check runs (8 x 8 = 64 image tokens at 64 x 64).
+SP_PROMPT = "a lighthouse at dusk"
+SP_REQUEST: dict[str, Any] = {
+    "height": 64,
+    "width": 64,
+    "num_inference_steps": 3,
+    "guidance_scale": 2.5,
+    "seed": 7,
+}
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """sha256 over the names, dtypes, shapes and raw bytes of a state dict, in name order."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(bytes(tensor.view(torch.uint8).view(-1).tolist()))
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ParsedPng:
+    width: int
+    height: int
+    bit_depth: int
+    color_type: int
+    chunk_types: list[bytes]
+    pixels: bytes  # RGB rows, filter bytes removed
+
+
+def parse_png(data: bytes) -> ParsedPng:
+    """Parse an 8-bit RGB PNG written with filter 0, checking the signature and every CRC."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("bad PNG signature")
+    pos, chunks, idat = 8, [], b""
+    header: tuple[int, ...] = ()
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
+        if zlib.crc32(kind + body) & 0xFFFFFFFF != crc:
+            raise ValueError(f"bad CRC in chunk {kind!r}")
+        chunks.append(kind)
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color, _, _, _ = header
+    raw = zlib.decompress(idat)
+    stride = width * 3
+    if len(raw) != (stride + 1) * height:
+        raise ValueError("IDAT size does not match IHDR")
+    rows = []
+    for row in range(height):
+        line = raw[row * (stride + 1) : (row + 1) * (stride + 1)]
+        if line[0] != 0:
+            raise ValueError(f"unexpected filter type {line[0]}")
+        rows.append(line[1:])
+    return ParsedPng(width, height, depth, color, chunks, b"".join(rows))
+
+
+def _sp_rank(rank: int, world: int, store_path: str, out_path: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from cardcage.diffusion.runtime.models.distributed import all_to_all_4D
+    from cardcage.diffusion.runtime.pipelines.tiny import TinyDiffusionPipeline
+    from cardcage.diffusion.runtime.platforms.cpu import CpuPlatform
+    from cardcage.diffusion.runtime.platforms.testing import set_current_platform
+
+    torch.set_num_threads(1)
+    set_current_platform(CpuPlatform())
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world
+    )
+    try:
+        group = dist.group.WORLD
+        results: dict[str, Any] = {}
+        # all_to_all_4D layout: a rank's sequence slice with every head -> every token, its heads.
+        full = torch.arange(2 * 8 * 4 * 3, dtype=torch.float32).reshape(2, 8, 4, 3)
+        local = full.chunk(world, dim=1)[rank]
+        by_heads = all_to_all_4D(local, scatter_dim=2, gather_dim=1, group=group)
+        results["a2a_by_heads"] = by_heads
+        results["a2a_back"] = all_to_all_4D(by_heads, scatter_dim=1, gather_dim=2, group=group)
+        # The transformer and the whole pipeline, sequence-parallel over the group.
+        pipeline = TinyDiffusionPipeline.build(sp_group=group)
+        model = pipeline.model
+        context, mask, pooled = model.encode_prompt([SP_PROMPT])
+        latents = pipeline.initial_latents(3, 1, 64, 64)
+        timestep = torch.tensor([600.0])
+        with torch.inference_mode():
+            results["velocity"] = model.transformer(latents, timestep, context, mask, pooled)
+        images = pipeline.generate(SP_PROMPT, **SP_REQUEST)
+        results["pixels"] = images[0].pixels
+        try:
+            pipeline.generate(SP_PROMPT, height=8, width=8, num_inference_steps=1)
+        except ValueError as exc:  # 1 token cannot be split across 2 ranks
+            results["indivisible_error"] = str(exc)
+        torch.save(results, out_path)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _sp_rank(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])

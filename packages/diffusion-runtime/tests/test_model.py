@@ -1,0 +1,331 @@
+"""The built-in latent DiT: configuration, seeded weights, save/load, and CustomOp dispatch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from model_support import state_digest
+
+from cardcage.diffusion.runtime.layers.activation import SiluAndMul
+from cardcage.diffusion.runtime.layers.custom_op import CustomOp
+from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
+from cardcage.diffusion.runtime.models.config import TinyDiTConfig
+from cardcage.diffusion.runtime.models.errors import (
+    ModelConfigError,
+    ModelNotFoundError,
+    WeightsMismatchError,
+)
+from cardcage.diffusion.runtime.models.text_encoder import BOS_TOKEN, tokenize_prompts
+from cardcage.diffusion.runtime.models.tiny_dit import (
+    BUILTIN_MODELS,
+    DEFAULT_MODEL_ID,
+    TinyDiffusionModel,
+    load_model,
+)
+from cardcage.diffusion.runtime.platforms.cpu import CpuPlatform
+from cardcage.diffusion.runtime.platforms.testing import (
+    reset_current_platform,
+    set_current_platform,
+)
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+#: sha256 of the built-in model's float32 state dict (see ``state_digest``). It changes only if
+#: the architecture, the seed or torch's CPU generator changes; any of those changes every
+#: image generated from the id, so update it deliberately.
+BUILTIN_DIGEST = "b4092b91b3c29830a427d4cb6aaf91af8f8759a0e572adc8e3697cff2a76bac3"
+
+
+@pytest.fixture(autouse=True)
+def _cpu_platform() -> Iterator[None]:
+    reset_current_platform()
+    set_current_platform(CpuPlatform())
+    yield
+    reset_current_platform()
+
+
+def _inputs(model: TinyDiffusionModel, batch: int = 2, size: int = 32) -> tuple[Any, ...]:
+    config = model.config
+    side = size // config.vae_scale_factor
+    generator = torch.Generator().manual_seed(0)
+    latents = torch.randn(batch, config.latent_channels, side, side, generator=generator)
+    context, mask, pooled = model.encode_prompt(["a cat", "ein Hund"][:batch])
+    return latents, torch.full((batch,), 500.0), context, mask, pooled
+
+
+# -- configuration ------------------------------------------------------------------------------
+def test_config_round_trips_through_its_json_form() -> None:
+    config = TinyDiTConfig(depth=1, decoder_channels=(8, 8, 8))
+    data = json.loads(json.dumps(config.to_dict()))
+    assert data["model_type"] == "cardcage-tiny-dit"
+    assert TinyDiTConfig.from_dict(data) == config
+    assert config.vae_scale_factor == 8
+    assert config.pixel_multiple == 16
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"hidden_size": 90, "num_heads": 4}, "hidden_size \\(90\\) must be divisible"),
+        ({"depth": 0}, "depth must be a positive int"),
+        ({"decoder_channels": ()}, "decoder_channels"),
+        ({"mlp_ratio": -1.0}, "mlp_ratio"),
+    ],
+)
+def test_invalid_config_names_the_field(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ModelConfigError, match=message):
+        TinyDiTConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model_type": "other"}, "model_type must be 'cardcage-tiny-dit'"),
+        ({"format_version": 99}, "format_version 99 is not supported"),
+        ({"n_layers": 3}, "unknown keys \\['n_layers'\\]"),
+    ],
+)
+def test_foreign_config_json_is_rejected(change: dict[str, Any], message: str) -> None:
+    data = {**TinyDiTConfig().to_dict(), **change}
+    with pytest.raises(ModelConfigError, match=message):
+        TinyDiTConfig.from_dict(data, source="x/config.json")
+
+
+# -- shapes ---------------------------------------------------------------------------------------
+def test_prompts_are_utf8_bytes_after_a_bos_token() -> None:
+    ids, mask = tokenize_prompts(["hé", ""], max_bytes=5)
+    assert ids.shape == (2, 6)
+    assert ids[0].tolist() == [BOS_TOKEN, ord("h") + 1, 0xC3 + 1, 0xA9 + 1, 0, 0]
+    assert ids[1].tolist() == [BOS_TOKEN, 0, 0, 0, 0, 0]
+    assert mask.sum(dim=1).tolist() == [4, 1]
+
+
+def test_over_long_prompts_are_truncated(caplog: pytest.LogCaptureFixture) -> None:
+    ids, mask = tokenize_prompts(["x" * 10], max_bytes=4)
+    assert ids.shape == (1, 5)
+    assert bool(mask.all())
+    assert "truncated from 10 to 4" in caplog.text
+
+
+def test_every_part_produces_the_documented_shapes() -> None:
+    model = load_model()
+    config = model.config
+    latents, timestep, context, mask, pooled = _inputs(model, size=32)
+    assert context.shape == (2, 1 + config.max_prompt_bytes, config.text_dim)
+    assert pooled.shape == (2, config.text_dim)
+    velocity = model.transformer(latents, timestep, context, mask, pooled)
+    assert velocity.shape == latents.shape
+    assert model.transformer.patchify(latents).shape == (2, 16, config.latent_channels * 4)
+    torch.testing.assert_close(
+        model.transformer.unpatchify(model.transformer.patchify(latents), 8, 8), latents
+    )
+    pixels = model.decode(latents)
+    assert pixels.shape == (2, 32, 32, 3)
+    assert pixels.dtype == torch.uint8
+
+
+def test_the_velocity_depends_on_the_prompt_and_the_timestep() -> None:
+    model = load_model()
+    latents, timestep, context, mask, pooled = _inputs(model)
+    with torch.inference_mode():
+        base = model.transformer(latents, timestep, context, mask, pooled)
+        later = model.transformer(latents, timestep * 0.5, context, mask, pooled)
+        swapped = model.transformer(
+            latents, timestep, context.flip(0), mask.flip(0), pooled.flip(0)
+        )
+    assert not torch.allclose(base, later)
+    assert not torch.allclose(base, swapped)
+    assert torch.isfinite(base).all()
+
+
+# -- seeded weights --------------------------------------------------------------------------------
+def test_builtin_weights_are_identical_across_builds_and_leave_the_global_rng_alone() -> None:
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    first = load_model().state_dict()
+    assert torch.equal(torch.random.get_rng_state(), before)
+    second = load_model(DEFAULT_MODEL_ID).state_dict()
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_builtin_weights_are_identical_in_another_process() -> None:
+    code = (
+        "from cardcage.diffusion.runtime.platforms.cpu import CpuPlatform\n"
+        "from cardcage.diffusion.runtime.platforms.testing import set_current_platform\n"
+        "set_current_platform(CpuPlatform())\n"
+        "from cardcage.diffusion.runtime.models.tiny_dit import load_model\n"
+        "from model_support import state_digest\n"
+        "print(state_digest(load_model().state_dict()))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=TESTS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == state_digest(load_model().state_dict())
+
+
+def test_builtin_weights_match_the_pinned_digest() -> None:
+    assert state_digest(load_model().state_dict()) == BUILTIN_DIGEST
+
+
+def test_builtin_weights_are_initialized_as_documented() -> None:
+    model = load_model()
+    norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
+    assert norms
+    assert all(bool((n.weight == 1).all()) for n in norms)
+    linear = model.transformer.blocks[0].attn.to_q
+    assert bool((linear.bias == 0).all())
+    bound = (3.0 / linear.in_features) ** 0.5
+    assert float(linear.weight.abs().max()) <= bound
+    assert float(linear.weight.std()) > 0.5 * bound / 3**0.5
+
+
+# -- save / load ---------------------------------------------------------------------------------
+def test_save_pretrained_then_load_restores_every_tensor(tmp_path: Path) -> None:
+    model = load_model()
+    model.save_pretrained(tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+    ]
+    loaded = load_model(tmp_path / "m")
+    assert loaded.config == model.config
+    assert state_digest(loaded.state_dict()) == state_digest(model.state_dict())
+
+
+def test_a_saved_bfloat16_model_loads_as_float32(tmp_path: Path) -> None:
+    model = load_model(dtype=torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    loaded = load_model(tmp_path)
+    assert loaded.dtype == torch.float32
+    reference = model.state_dict()
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, reference[name].to(torch.float32))
+
+
+def test_a_non_default_config_round_trips(tmp_path: Path) -> None:
+    config = TinyDiTConfig(depth=1, hidden_size=32, num_heads=2, decoder_channels=(8,))
+    model = TinyDiffusionModel.empty(config)
+    model.save_pretrained(tmp_path)
+    loaded = load_model(str(tmp_path))
+    assert loaded.config == config
+    assert state_digest(loaded.state_dict()) == state_digest(model.state_dict())
+
+
+def test_an_unknown_model_path_names_the_builtin_ids(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match="'cardcage/tiny-dit'") as info:
+        load_model(tmp_path / "nowhere")
+    assert isinstance(info.value, FileNotFoundError)
+    assert tuple(BUILTIN_MODELS) == info.value.builtin_ids
+
+
+def test_a_directory_without_weights_says_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(TinyDiTConfig().to_dict()))
+    with pytest.raises(ModelNotFoundError, match=r"lacks model\.safetensors"):
+        load_model(tmp_path)
+
+
+def test_weights_for_another_architecture_are_rejected(tmp_path: Path) -> None:
+    load_model().save_pretrained(tmp_path)
+    data = json.loads((tmp_path / "config.json").read_text())
+    data["depth"] = data["depth"] + 1
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    with pytest.raises(WeightsMismatchError, match=r"missing transformer\.blocks\.3\.") as info:
+        load_model(tmp_path)
+    assert isinstance(info.value, ValueError)
+
+
+def test_a_corrupt_weights_file_is_a_typed_error(tmp_path: Path) -> None:
+    load_model().save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(WeightsMismatchError, match="unreadable"):
+        load_model(tmp_path)
+
+
+def test_invalid_config_json_is_a_typed_error(tmp_path: Path) -> None:
+    load_model().save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ModelConfigError, match="not valid JSON"):
+        load_model(tmp_path)
+
+
+# -- CustomOp dispatch ----------------------------------------------------------------------------
+def test_norms_and_activations_are_custom_ops() -> None:
+    model = load_model()
+    norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
+    acts = [m for m in model.modules() if isinstance(m, SiluAndMul)]
+    config = model.config
+    assert len(norms) == config.text_layers * 4 + 1 + config.depth * 7 + 1
+    assert len(acts) == config.text_layers + config.depth
+    assert all(isinstance(m, CustomOp) for m in norms + acts)
+
+
+class _KeyedCpuPlatform(CpuPlatform):
+    """The CPU platform under its own dispatch key, as a vendor's platform would have."""
+
+    def get_dispatch_key_name(self) -> str:
+        return "model_test"
+
+
+def test_a_registered_oot_forward_runs_in_every_norm_of_the_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(CustomOp, "_oot_forward_registry", dict(CustomOp._oot_forward_registry))
+    set_current_platform(_KeyedCpuPlatform())
+    called: set[int] = set()
+
+    def vendor_rms_norm(op: RMSNorm, x: Any, residual: Any = None) -> Any:
+        called.add(id(op))
+        return op.forward_native(x, residual)
+
+    CustomOp.register_oot_forward(RMSNorm, fn=vendor_rms_norm, platform_key="model_test")
+    model = load_model()
+    reference = _inputs(model)
+    with torch.inference_mode():
+        model.transformer(*reference)
+    assert called == {id(m) for m in model.modules() if isinstance(m, RMSNorm)}
+
+
+def test_the_registered_forward_decides_the_numerics(monkeypatch: pytest.MonkeyPatch) -> None:
+    baseline_model = load_model()
+    inputs = _inputs(baseline_model)
+    with torch.inference_mode():
+        baseline = baseline_model.transformer(*inputs)
+    monkeypatch.setattr(CustomOp, "_oot_forward_registry", dict(CustomOp._oot_forward_registry))
+    set_current_platform(_KeyedCpuPlatform())
+
+    def doubled(op: RMSNorm, x: Any, residual: Any = None) -> Any:
+        return op.forward_native(x, residual) * 2
+
+    CustomOp.register_oot_forward(RMSNorm, fn=doubled, platform_key="model_test")
+    with torch.inference_mode():
+        changed = load_model().transformer(*inputs)
+    assert not torch.allclose(changed, baseline)
+
+
+def test_models_and_pipelines_packages_import_no_torch() -> None:
+    code = (
+        "import sys\n"
+        "import cardcage.diffusion.runtime.models, cardcage.diffusion.runtime.pipelines\n"
+        "import cardcage.diffusion.runtime.models.config\n"
+        "import cardcage.diffusion.runtime.pipelines.png\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
