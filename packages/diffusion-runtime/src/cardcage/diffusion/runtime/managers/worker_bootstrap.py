@@ -71,6 +71,7 @@ _RUNTIME_NAMESPACES = frozenset(
     {
         "cardcage.diffusion.configs",
         "cardcage.diffusion.runtime",
+        "cardcage.diffusion.runtime.entrypoints",
         "cardcage.diffusion.runtime.managers",
     }
 )
@@ -79,6 +80,8 @@ _RUNTIME_NAMESPACES = frozenset(
 PRE_ACTIVATION_MODULES = (
     "cardcage.diffusion.envs",
     "cardcage.diffusion.errors",
+    # The console script's module: spawn re-imports it in every child; its scope is stdlib only.
+    "cardcage.diffusion.runtime.entrypoints.cli",
     "cardcage.diffusion.runtime.platforms",
     "cardcage.diffusion.runtime.utils",
     "cardcage.diffusion.runtime.managers.protocol",

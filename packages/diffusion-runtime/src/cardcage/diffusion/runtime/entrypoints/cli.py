@@ -1,0 +1,322 @@
+"""``cardcage-diffusion``: generate images from the command line, or serve the images API.
+
+::
+
+    cardcage-diffusion generate --model-path cardcage/tiny-dit --num-gpus 2 \\
+        --prompt "a lighthouse at dusk" --output lighthouse.png
+    cardcage-diffusion serve --model-path cardcage/tiny-dit --num-gpus 2 --port 30000
+
+An offline script in the seed's sense: spawn re-imports this module (through the console-script
+wrapper) in every worker and in the HTTP child before they initialize their platform, so its
+module scope imports the stdlib only; the runtime is imported inside the command functions.
+
+Exit status: 0 on success (and after SIGTERM/SIGINT stopped ``serve``), 1 for a runtime error
+(the message names what failed; ``--log-level debug`` adds the traceback), 2 for a bad argument,
+128 + the signal number when a signal interrupts ``generate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+logger = logging.getLogger(__name__)
+
+PROG = "cardcage-diffusion"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_TRACEBACK_MARK = "\n--- worker traceback ---"
+_INTERRUPT_GRACE = 1.0  # seconds a worker gets to exit on its own after an interruption
+# ServerArgs / SamplingParams field -> the option that sets it.
+_OPTION_OF_FIELD = {
+    "num_inference_steps": "--steps",
+    "num_images": "--num-images",
+}
+
+
+class _ArgumentError(Exception):
+    """A value argparse accepted but the runtime rejects: exit 2 with the option named."""
+
+
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM during ``generate``: unwind so the workers are shut down."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Generate images with the cardcage diffusion runtime, or serve an "
+        "OpenAI-style images API.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--model-path", required=True,
+            help="a built-in model id (cardcage/tiny-dit) or a directory holding config.json "
+            "and model.safetensors",
+        )  # fmt: skip
+        sub.add_argument(
+            "--num-gpus", type=int, default=1,
+            help="worker processes, one per device (CPU workers on the CPU platform); default 1",
+        )  # fmt: skip
+        sub.add_argument(
+            "--log-level", choices=LOG_LEVELS, default="info",
+            help="log level of this process and the workers; 'debug' also prints tracebacks",
+        )  # fmt: skip
+
+    generate = commands.add_parser(
+        "generate", help="generate image(s) and write PNG files",
+        description="Launch the workers, generate the image(s), write PNG files, stop.",
+    )  # fmt: skip
+    common(generate)
+    generate.set_defaults(subparser=generate)
+    generate.add_argument("--prompt", required=True, help="the text to draw")
+    generate.add_argument(
+        "--output", default="output.png",
+        help="PNG path (default output.png); with --num-images N > 1, files are named "
+        "STEM-0.png ... STEM-(N-1).png",
+    )  # fmt: skip
+    generate.add_argument("--negative-prompt", help="text to steer away from")
+    generate.add_argument("--height", type=int, help="image height in pixels (multiple of 8)")
+    generate.add_argument("--width", type=int, help="image width in pixels (multiple of 8)")
+    generate.add_argument("--steps", type=int, help="denoising steps (default: the model's)")
+    generate.add_argument(
+        "--guidance-scale", type=float, help="classifier-free guidance (>= 1; default: model's)"
+    )
+    generate.add_argument("--seed", type=int, help="seed of image 0 (image i uses seed + i)")
+    generate.add_argument("--num-images", type=int, default=1, help="images to generate")
+
+    serve = commands.add_parser(
+        "serve", help="serve POST /v1/images/generations over HTTP",
+        description="Launch the workers and an HTTP server process; stop on SIGINT/SIGTERM.",
+    )  # fmt: skip
+    common(serve)
+    serve.set_defaults(subparser=serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=30000, help="port to bind (default 30000)")
+    serve.add_argument(
+        "--seed", type=int, help="default seed of requests that do not pass one (default 42)"
+    )
+    serve.add_argument(
+        "--max-queue", type=int, default=8,
+        help="image requests that may wait behind the running one; more get 503 (default 8)",
+    )  # fmt: skip
+    return parser
+
+
+def _option(field: str) -> str:
+    return _OPTION_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+
+
+def _argument_error(exc: Any) -> _ArgumentError:
+    """``InvalidArgumentError`` in the command line's words (the option, not the field)."""
+    return _ArgumentError(
+        f"argument {_option(exc.field)}: {exc.value!r} is not valid: expected {exc.expected}"
+    )
+
+
+def _server_args(args: argparse.Namespace, **extra: Any) -> Any:
+    from cardcage.diffusion.errors import InvalidArgumentError
+    from cardcage.diffusion.runtime.server_args import ServerArgs
+
+    fields = {"model_path": args.model_path, "num_gpus": args.num_gpus, "log_level": args.log_level}
+    fields.update({key: value for key, value in extra.items() if value is not None})
+    try:
+        return ServerArgs(**fields)
+    except InvalidArgumentError as exc:
+        raise _argument_error(exc) from None
+
+
+def _sampling_params(args: argparse.Namespace) -> Any:
+    from cardcage.diffusion.configs.sampling_params import SamplingParams
+    from cardcage.diffusion.errors import InvalidArgumentError
+
+    given = {
+        "height": args.height,
+        "width": args.width,
+        "num_inference_steps": args.steps,
+        "guidance_scale": args.guidance_scale,
+        "seed": args.seed,
+        "num_images": args.num_images,
+        "negative_prompt": args.negative_prompt,
+    }
+    try:
+        return SamplingParams(**{key: value for key, value in given.items() if value is not None})
+    except InvalidArgumentError as exc:
+        raise _argument_error(exc) from None
+
+
+def _output_paths(output: str, count: int) -> list[Path]:
+    path = Path(output)
+    if count == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-{index}{path.suffix or '.png'}") for index in range(count)]
+
+
+def _check_writable(paths: list[Path]) -> None:
+    """Refuse an output that cannot be written before any worker starts (exit 2)."""
+    for path in paths:
+        if path.is_dir():
+            raise _ArgumentError(f"argument --output: {path} is a directory; name a .png file")
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent  # the folders in between are created on write
+        if not parent.is_dir():
+            raise _ArgumentError(
+                f"argument --output: {path} cannot be created: {parent} is not a directory"
+            )
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise _ArgumentError(
+                f"argument --output: {path} cannot be created: {parent} is not writable"
+            )
+
+
+def _install_interrupts() -> dict[int, Any]:
+    def handler(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # one interruption is enough: clean up
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise _Interrupted(signum)
+
+    return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _generate(args: argparse.Namespace) -> int:
+    if not args.prompt.strip():
+        raise _ArgumentError("argument --prompt: must not be empty")
+    params = _sampling_params(args)
+    server_args = _server_args(args)
+    paths = _output_paths(args.output, params.num_images)
+    _check_writable(paths)
+    from cardcage.diffusion.errors import InvalidArgumentError
+    from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerator
+
+    previous = _install_interrupts()
+    try:
+        started = time.perf_counter()
+        generator = DiffGenerator.from_pretrained(server_args=server_args)
+        ready = time.perf_counter()
+        try:
+            result = generator.generate(prompt=args.prompt, sampling_params=params)
+        except InvalidArgumentError as exc:  # a limit of this model (its largest side)
+            generator.shutdown()
+            raise _argument_error(exc) from None
+        except BaseException:
+            # Interrupted mid-image: a busy worker would read the shutdown request only once
+            # done, so do not wait the launcher's full grace period before terminating it.
+            generator.workers.shutdown(graceful_timeout=_INTERRUPT_GRACE)
+            raise
+        generator.shutdown()
+        images = list(result) if isinstance(result, list | tuple) else [result]
+        done = time.perf_counter()
+        logger.info(
+            "%d worker(s) ready in %.2f s; %d image(s) generated in %.2f s",
+            server_args.num_gpus, ready - started, len(images), done - ready,
+        )  # fmt: skip
+    except _Interrupted as stop:
+        print(f"{PROG} generate: interrupted by {stop}; workers stopped.", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+    for image, path in zip(images, paths, strict=False):
+        try:
+            image.save_png(path)
+        except OSError as exc:
+            raise _OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        seed = getattr(image, "seed", None)
+        height, width = (
+            getattr(image, "height", params.height),
+            getattr(image, "width", params.width),
+        )
+        detail = f"{width}x{height}" + (f", seed {seed}" if seed is not None else "")
+        print(f"Wrote {path} ({detail})", flush=True)
+    return 0
+
+
+class _OutputError(Exception):
+    """A failure outside the runtime's own errors (writing the output): exit 1."""
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.max_queue < 0:
+        raise _ArgumentError(
+            f"argument --max-queue: {args.max_queue!r} is not valid: expected >= 0"
+        )
+    server_args = _server_args(args, host=args.host, port=args.port, seed=args.seed)
+    from .serve import serve
+
+    count = server_args.num_gpus
+
+    def ready(url: str) -> None:
+        print(
+            f"Serving {server_args.model_path} at {url} with {count} worker"
+            f"{'s' if count != 1 else ''}: POST {url}/v1/images/generations, GET {url}/health. "
+            "Press Ctrl-C to stop.",
+            flush=True,
+        )
+
+    return serve(server_args, max_queue=args.max_queue, on_ready=ready)
+
+
+def _configure_logging(level: str) -> None:
+    """Log to stderr at ``level``, unless an embedding application configured logging."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=level.upper(),
+            format="[%(asctime)s launcher] %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+
+
+def _failure_message(exc: BaseException, debug: bool) -> str:
+    text = str(exc)
+    if not debug and _TRACEBACK_MARK in text:
+        text = text.split(_TRACEBACK_MARK, 1)[0]
+        text += " Run with --log-level debug to see the worker traceback."
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (see the module docstring)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 2 for a bad argument, 0 for --help
+        return exc.code if isinstance(exc.code, int) else 2
+    debug = args.log_level == "debug"
+    _configure_logging(args.log_level)
+    sub: argparse.ArgumentParser = args.subparser
+    from cardcage.hooks.errors import CardcageError
+
+    try:
+        if args.command == "generate":
+            return _generate(args)
+        return _serve(args)
+    except _ArgumentError as exc:
+        sub.print_usage(sys.stderr)
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (CardcageError, _OutputError) as exc:
+        if debug:
+            logger.exception("%s %s failed", PROG, args.command)
+        print(f"{PROG} {args.command}: error: {_failure_message(exc, debug)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,375 @@
+"""``cardcage-diffusion serve``: the workers and the bridge here, the HTTP server in a child.
+
+Process model (all children from the launcher's local spawn context)::
+
+    launcher (this process)             HTTP child                        worker ranks
+    DiffGenerator + WorkerGroup  <----  bridge (Unix socket, authkey) <-- POST /v1/images/...
+         |  pipes (Request/Response)
+         +----------------------------------------------------------> rank 0 .. N-1
+
+1. install SIGTERM/SIGINT handlers (a signal raises ``ServeStopped`` in the main thread);
+2. open the bridge and start the HTTP child (``launcher.start_http_server``: it applies plugin
+   hooks, then imports ``http_server``), passing the bridge address in
+   ``CARDCAGE_DIFFUSION_HTTP_BRIDGE``, set only while that child starts;
+3. launch the workers (``DiffGenerator.from_pretrained``) while the child binds its port; until
+   they are ready ``/health`` answers 503;
+4. once the child reports its socket bound, print the URL and supervise: the HTTP child exiting
+   ends the command with 1; a worker exiting is logged and turns ``/health`` to 503;
+5. on a signal (or any failure): stop the HTTP child (SIGTERM, then SIGKILL), close the bridge,
+   shut the workers down (which reaps them and their shared memory). Nothing outlives it.
+
+Generation requests run one at a time (``WorkerGroup`` serves one request per group); at most
+``max_queue`` wait behind the running one, and the next is refused with 503 and ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from multiprocessing.connection import wait
+from typing import TYPE_CHECKING, Any
+
+from cardcage.diffusion.configs.sampling_params import SamplingParams
+from cardcage.diffusion.errors import (
+    InvalidArgumentError,
+    LauncherClosedError,
+    PipelineUnavailableError,
+    WorkerError,
+    WorkerRequestError,
+)
+from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerator
+from cardcage.diffusion.runtime.managers.launcher import start_http_server
+
+from .bridge import BridgeServer, error_reply
+from .envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
+from .errors import HttpServerError
+from .openai_api import sampling_error
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from multiprocessing.process import BaseProcess
+    from types import FrameType
+
+    from cardcage.diffusion.runtime.server_args import ServerArgs
+
+__all__ = ["DEFAULT_MAX_QUEUE", "ImageBackend", "ServeStopped", "serve"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_QUEUE = 8
+HTTP_START_TIMEOUT = 60.0
+HTTP_STOP_TIMEOUT = 5.0
+WORKER_STOP_GRACE = 3.0
+_PARAM_ERRORS = ("GenerationParamsError", "InvalidSamplingParamsError")
+
+
+class ServeStopped(BaseException):
+    """Raised in the main thread by SIGTERM or SIGINT: stop everything in order."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _images_of(result: Any) -> list[Any]:
+    if isinstance(result, list | tuple):
+        return list(result)
+    return [result]
+
+
+class ImageBackend:
+    """Answers the bridge: generation through the ``DiffGenerator``, health, child reports."""
+
+    def __init__(self, model_path: str, *, max_queue: int, wake_fd: int) -> None:
+        self.model_path = model_path
+        self.max_queue = max_queue
+        self._wake_fd = wake_fd
+        self._generator: DiffGenerator | None = None
+        self._run_lock = threading.Lock()  # one generation at a time
+        self._count_lock = threading.Lock()
+        self._pending = 0  # running + waiting
+        self.http_url: str | None = None
+        self.http_failure: str | None = None
+        self.stopping = False
+
+    def attach(self, generator: DiffGenerator) -> None:
+        self._generator = generator
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_fd, b"!")
+
+    # -- the bridge operations ------------------------------------------------------------------
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message["op"]
+        if op == "generate":
+            return self._generate(message)
+        if op == "health":
+            return self._health()
+        if op == "listening":
+            self.http_url = str(message.get("url"))
+            self._wake()
+            return {"ok": True}
+        if op == "failed":
+            self.http_failure = str(message.get("message"))
+            self._wake()
+            return {"ok": True}
+        return error_reply(500, f"unknown bridge operation {op!r}", error_type="server_error")
+
+    def _health(self) -> dict[str, Any]:
+        generator = self._generator
+        if generator is None:
+            state = "stopping" if self.stopping else "starting"
+            return {"ok": True, "ready": False, "health": {"status": state, "workers": []}}
+        handles = generator.workers.workers
+        # A sentinel becomes readable when its process exits (no reaping, safe from any thread).
+        exited = set(wait([h.sentinel for h in handles], 0))
+        workers = [
+            {"rank": h.rank, "pid": h.pid, "alive": h.sentinel not in exited} for h in handles
+        ]
+        ready = not generator.workers.closed and not exited and not self.stopping
+        status = "ok" if ready else ("stopping" if self.stopping else "unavailable")
+        health = {
+            "status": status,
+            "model": self.model_path,
+            "workers": workers,
+            "queued": self._pending,
+        }
+        return {"ok": True, "ready": ready, "health": health}
+
+    def _generate(self, message: dict[str, Any]) -> dict[str, Any]:
+        generator = self._generator
+        if generator is None or self.stopping:
+            state = "stopping" if self.stopping else "still starting"
+            return error_reply(
+                503, f"The diffusion workers are {state}; retry shortly.",
+                error_type="server_error", code="workers_unavailable",
+            )  # fmt: skip
+        with self._count_lock:
+            if self._pending > self.max_queue:
+                return error_reply(
+                    503,
+                    f"The server is busy: {self._pending} image requests are running or queued "
+                    f"(limit {self.max_queue + 1}). Retry later.",
+                    error_type="server_error",
+                    code="server_busy",
+                )
+            self._pending += 1
+        try:
+            with self._run_lock:
+                return self._run(generator, message)
+        finally:
+            with self._count_lock:
+                self._pending -= 1
+
+    def _run(self, generator: DiffGenerator, message: dict[str, Any]) -> dict[str, Any]:
+        request_id = message.get("request_id")
+        started = time.perf_counter()
+        try:
+            params = SamplingParams.from_dict(dict(message["params"]))
+            result = generator.generate(prompt=message["prompt"], sampling_params=params)
+            images = [{"png": image.to_png(), "seed": getattr(image, "seed", None)}
+                      for image in _images_of(result)]  # fmt: skip
+        except InvalidArgumentError as exc:  # the pipeline's own limits (a model's largest side)
+            fields = message["params"]
+            error = sampling_error(exc, width=fields["width"], height=fields["height"])
+            return error_reply(
+                error.status, error.message, error_type=error.type, code=error.code,
+                param=error.param,
+            )  # fmt: skip
+        except WorkerRequestError as exc:
+            if exc.error_type.rsplit(".", 1)[-1] in _PARAM_ERRORS:
+                return error_reply(
+                    400, exc.error_message, error_type="invalid_request_error", code="invalid_value"
+                )
+            logger.error("Request #%s failed in a worker: %s", request_id, exc)
+            return error_reply(
+                500,
+                f"Worker rank {exc.rank} failed: {exc.error_type}: {exc.error_message}",
+                error_type="server_error",
+                code="worker_error",
+            )
+        except (LauncherClosedError, PipelineUnavailableError) as exc:
+            return error_reply(503, str(exc), error_type="server_error", code="workers_unavailable")
+        except WorkerError as exc:  # a worker died or failed: the group is shut down
+            logger.error("Request #%s: %s", request_id, exc)
+            message_text = str(exc).split("\n--- worker traceback ---", 1)[0]
+            return error_reply(500, message_text, error_type="server_error", code="worker_died")
+        logger.info(
+            "Request #%s: %d image(s) generated in %.2f s",
+            request_id, len(images), time.perf_counter() - started,
+        )  # fmt: skip
+        return {"ok": True, "images": images}
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[list[bool]]:
+    """SIGTERM/SIGINT raise ``ServeStopped`` until the caller flips ``stopping[0]``."""
+    stopping = [False]
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stopping[0]:
+            logger.info("Already stopping (%s ignored)", signal.Signals(signum).name)
+            return
+        stopping[0] = True
+        raise ServeStopped(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stopping
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _start_http_child(server_args: ServerArgs, bridge_address: str) -> BaseProcess:
+    name = CARDCAGE_DIFFUSION_HTTP_BRIDGE.name
+    before = os.environ.get(name)
+    os.environ[name] = bridge_address  # only the HTTP child starts while it is set
+    try:
+        return start_http_server(server_args)
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fail in a moment, before any worker starts, when the address is already taken.
+
+    The HTTP child binds for real later (and reports a failure then too, if another process
+    took the port meanwhile); this only spares waiting for the workers in the common case.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise HttpServerError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise HttpServerError(
+                f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Pass another --port "
+                "(or --host), or stop the process using it."
+            ) from None
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        os.read(fd, 4096)
+
+
+def _wait_listening(http: BaseProcess, backend: ImageBackend, wake_fd: int) -> str:
+    deadline = time.monotonic() + HTTP_START_TIMEOUT
+    while backend.http_url is None:
+        if backend.http_failure is not None:
+            raise HttpServerError(backend.http_failure)
+        if http.exitcode is not None:
+            raise HttpServerError(
+                f"The HTTP server process exited with code {http.exitcode} before listening; "
+                "see its log above."
+            )
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise HttpServerError(
+                f"The HTTP server process did not start listening within {HTTP_START_TIMEOUT:g} s."
+            )
+        wait([http.sentinel, wake_fd], remaining)
+        _drain(wake_fd)
+    if backend.http_failure is not None:
+        raise HttpServerError(backend.http_failure)
+    return backend.http_url
+
+
+def _supervise(http: BaseProcess, generator: DiffGenerator) -> int:
+    """Block until the HTTP child exits (returns 1); log workers that exit meanwhile."""
+    workers = {h.sentinel: h for h in generator.workers.workers}
+    while True:
+        ready = wait([http.sentinel, *workers])
+        if http.sentinel in ready:
+            http.join()
+            logger.error(
+                "The HTTP server process exited unexpectedly (exit code %s); stopping.",
+                http.exitcode,
+            )
+            return 1
+        for sentinel in ready:
+            assert isinstance(sentinel, int)
+            handle = workers.pop(sentinel)
+            logger.error(
+                "Diffusion worker rank %d (pid %s) exited; /health answers 503 and image "
+                "requests fail until the server is restarted.",
+                handle.rank,
+                handle.pid,
+            )
+
+
+def _stop_http_child(http: BaseProcess) -> None:
+    if http.exitcode is None:
+        http.terminate()
+        http.join(HTTP_STOP_TIMEOUT)
+    if http.exitcode is None:
+        logger.warning("The HTTP server process ignored SIGTERM; killing it")
+        http.kill()
+        http.join(HTTP_STOP_TIMEOUT)
+    http.join(0)
+
+
+def serve(
+    server_args: ServerArgs,
+    *,
+    max_queue: int = DEFAULT_MAX_QUEUE,
+    on_ready: Callable[[str], None] | None = None,
+) -> int:
+    """Run the server until SIGTERM/SIGINT; return the exit status (0 after a signal).
+
+    ``on_ready(url)`` runs once the workers are ready and the HTTP child listens.
+
+    Raises ``HttpServerError`` if the HTTP child cannot start, and the launcher's errors
+    (``WorkerFailedError``...) if the workers cannot; everything started is stopped first.
+    """
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    backend = ImageBackend(server_args.model_path, max_queue=max_queue, wake_fd=wake_w)
+    bridge: BridgeServer | None = None
+    http: BaseProcess | None = None
+    generator: DiffGenerator | None = None
+    status = 0
+    with _stop_on_signals() as stopping:
+        try:
+            _check_port_free(server_args.host, server_args.port)
+            bridge = BridgeServer(backend)
+            bridge.start()
+            http = _start_http_child(server_args, bridge.address)
+            generator = DiffGenerator.from_pretrained(server_args=server_args)
+            backend.attach(generator)
+            url = _wait_listening(http, backend, wake_r)
+            if on_ready is not None:
+                on_ready(url)
+            status = _supervise(http, generator)
+        except ServeStopped as stop:
+            logger.info("Received %s: shutting down", stop)
+        finally:
+            stopping[0] = True
+            backend.stopping = True
+            started = time.perf_counter()
+            if http is not None:
+                _stop_http_child(http)
+            if bridge is not None:
+                bridge.close()
+            if generator is not None:
+                # A worker busy with a request reads the shutdown request only when done: do not
+                # wait the launcher's full grace period before terminating it.
+                generator.workers.shutdown(graceful_timeout=WORKER_STOP_GRACE)
+            os.close(wake_r)
+            os.close(wake_w)
+            logger.info("Stopped in %.2f s", time.perf_counter() - started)
+    return status
