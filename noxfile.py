@@ -39,6 +39,7 @@ JSONSCHEMA = "jsonschema==4.26.0"
 # pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 PYZMQ = "pyzmq==27.3.0"
+ANCHOR_VERSION = "0.5.23"  # the SGLang release the benchmarks compare against
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
 DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS]
@@ -350,9 +351,44 @@ sys.exit(chr(10).join(sorted(set(missing))) if missing else 0)
 """
 
 
+DEMO_OUTPUT = ROOT / "demo-output"
+
+
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """The README's main job: a toy runtime, a plugin, and what cardcage.hooks does with it."""
+    """The README's main job: two spawned CPU workers draw an image through a vendor plugin.
+
+    Installs the diffusion runtime and demo-cpu from wheels, selects demo-cpu's platform with
+    the override (its init_backend registers the vendor RMSNorm kernel and its hook plugin is
+    applied in every worker), shows why that platform was selected, then generates a PNG with
+    ``num_gpus=2``: rank 0 broadcasts the request through cardcage.shm and both ranks split the
+    sequence over gloo.
+    """
+    wheels = build_wheels(
+        session,
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+        PACKAGES / "demo-cpu",
+    )
+    session.install(*wheels, *DIFFUSION_PINS)
+    env = {"SGLANG_DIFFUSION_PLATFORM_OVERRIDE": "demo_cpu"}
+    session.run("cardcage", "platform", "--runtime", "diffusion", env=env)
+    output = DEMO_OUTPUT / "lighthouse.png"
+    session.run(
+        "cardcage-diffusion", "generate",
+        "--model-path", "cardcage/tiny-dit", "--num-gpus", "2",
+        "--prompt", "a lighthouse on a cliff at dusk", "--seed", "7",
+        "--height", "128", "--width", "128", "--output", str(output),
+        env=env,
+    )  # fmt: skip
+    session.log(f"the image: {output}")
+
+
+@nox.session(name="demo-hooks", python=PYTHON)
+def demo_hooks(session: nox.Session) -> None:
+    """A toy runtime, a general plugin, and what cardcage.hooks does with them."""
     session.install(
         *build_wheels(
             session, PACKAGES / "core-hooks", EXAMPLES / "toy-runtime", EXAMPLES / "hello-plugin"
@@ -363,8 +399,21 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks against SGLang 0.5.23, measured in the same run; prints ratio tables."""
-    session.install(*build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "core-platforms"))
+    """Benchmarks with baselines measured in the same run; prints ratio tables.
+
+    Hooks, platforms and the shm queue are measured against SGLang 0.5.23 (its wheel is
+    downloaded, never installed); the diffusion runtime against its own in-process pipeline.
+    """
+    session.install(
+        *build_wheels(
+            session,
+            PACKAGES / "core-hooks",
+            PACKAGES / "core-platforms",
+            PACKAGES / "shm-broadcast",
+            PACKAGES / "diffusion-runtime",
+        ),
+        *DIFFUSION_PINS,
+    )
     anchor = Path(session.create_tmp()) / "anchor"
     session.run(
         "python",
@@ -375,7 +424,8 @@ def bench(session: nox.Session) -> None:
         "--no-deps",
         "--dest",
         str(anchor),
-        "sglang==0.5.23",
+        f"sglang=={ANCHOR_VERSION}",
     )
-    for script in ("bench_hooks.py", "bench_platforms.py"):
+    for script in ("bench_hooks.py", "bench_platforms.py", "bench_shm.py"):
         session.run("python", f"benchmarks/{script}", "--anchor-dir", str(anchor), *session.posargs)
+    session.run("python", "benchmarks/bench_diffusion.py", *session.posargs)

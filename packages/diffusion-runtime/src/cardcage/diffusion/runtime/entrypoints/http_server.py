@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from cardcage.diffusion import __version__
+from cardcage.diffusion.envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
 
 from .bridge import BridgeClient, error_reply
-from .envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
 from .errors import BridgeError, HttpServerError
 from .openai_api import (
     MAX_BODY_BYTES,

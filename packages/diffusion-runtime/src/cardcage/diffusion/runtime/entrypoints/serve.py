@@ -35,6 +35,7 @@ from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from cardcage.diffusion.configs.sampling_params import SamplingParams
+from cardcage.diffusion.envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
 from cardcage.diffusion.errors import (
     InvalidArgumentError,
     LauncherClosedError,
@@ -46,7 +47,6 @@ from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerato
 from cardcage.diffusion.runtime.managers.launcher import start_http_server
 
 from .bridge import BridgeServer, error_reply
-from .envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
 from .errors import HttpServerError
 from .openai_api import sampling_error
 

@@ -1,4 +1,7 @@
-"""Environment variables read by the diffusion entry points: one typed registry.
+"""Environment variables cardcage-diffusion-runtime declares: one typed registry per package.
+
+``cardcage env`` and the docs' environment table read ``ENV_VARS`` from here (the selector
+``SGLANG_DIFFUSION_PLATFORM_OVERRIDE`` and the allowlist belong to ``cardcage.hooks.envs``).
 
 ``CARDCAGE_DIFFUSION_HTTP_BRIDGE`` is how ``cardcage-diffusion serve`` tells its HTTP child
 where the launcher's request channel listens. The launcher sets it only while it starts that
