@@ -147,3 +147,68 @@ def read_remote_then_hang(handle: Handle, rank: int, conn: Connection) -> None:
     except QueueClosedError:
         conn.send(got)
     q.close()
+
+
+class Blob:
+    """A numpy-like buffer type: at protocol 5 it hands its memory over as a PickleBuffer and
+    rebuilds around whatever buffer the unpickler gives it, without copying (as numpy does)."""
+
+    def __init__(self, data: bytearray | memoryview) -> None:
+        self.data = memoryview(data)
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        if protocol >= 5:
+            return (Blob, (pickle.PickleBuffer(self.data),))
+        return (Blob, (bytearray(self.data),))
+
+
+def describe(obj: Any) -> tuple[str, str, str, bool]:
+    """(type, type of the memory behind it, sha256 of its bytes, writable) of a received buffer."""
+    if isinstance(obj, Blob):
+        view = obj.data
+        return "Blob", type(view.obj).__name__, hashlib.sha256(view).hexdigest(), not view.readonly
+    if isinstance(obj, tuple | list):
+        return describe(obj[-1])
+    if isinstance(obj, dict):
+        return describe(obj["payload"])
+    view = memoryview(obj)
+    return (
+        type(obj).__name__,
+        type(obj).__name__,
+        hashlib.sha256(view).hexdigest(),
+        not view.readonly,
+    )
+
+
+def read_and_describe(handle: Handle, rank: int, n: int, conn: Connection) -> None:
+    """Receive ``n`` messages, keep them all, and describe them only after the ring has been
+    reused by later messages: anything still aliasing a ring slot would show up as changed."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    kept = [q.dequeue(timeout=30) for _ in range(n)]
+    conn.send([describe(m) for m in kept])
+    q.close()
+
+
+def read_all_objects(handle: Handle, rank: int, n: int, conn: Connection) -> None:
+    """Receive ``n`` messages and send them back whole (for types the test can compare)."""
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    got = [q.dequeue(timeout=30) for _ in range(n)]
+    for obj in got:
+        _check_writable(obj)
+    conn.send(got)
+    q.close()
+
+
+def _check_writable(obj: Any) -> None:
+    """Received numpy arrays must be writable (they own their memory)."""
+    if type(obj).__module__ == "numpy" and type(obj).__name__ == "ndarray":
+        assert obj.flags.writeable, "received array is read-only"
+        obj.flat[0] = obj.flat[0]
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _check_writable(v)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _check_writable(v)

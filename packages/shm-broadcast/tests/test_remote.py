@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 from multiprocessing.context import SpawnContext
@@ -10,7 +11,8 @@ import pytest
 import shm_workers
 import zmq
 
-from cardcage.shm import MessageQueue, QueueTimeoutError
+from cardcage.shm import AttachError, MessageQueue, QueueTimeoutError
+from cardcage.shm.queue import Handle
 
 LOOPBACK = "127.0.0.1"
 CHUNK = 1024
@@ -139,3 +141,47 @@ def test_a_local_timeout_in_a_mixed_queue_is_completed_before_the_next_message()
         remote.close()
         local.close()
         writer.close()
+
+
+def _unreachable_ring(handle: Handle) -> Handle:
+    """The handle as a rank on a node without the writer's /dev/shm sees it: the name is absent."""
+    assert handle.buffer_handle is not None
+    n, chunk, chunks, _ = handle.buffer_handle
+    return dataclasses.replace(handle, buffer_handle=(n, chunk, chunks, "cardcage-shm-1-absent"))
+
+
+def test_a_local_rank_that_cannot_attach_reads_over_zeromq_and_nobody_waits_for_it(
+    spawn: SpawnContext,
+) -> None:
+    # Many more messages than slots: if the writer still waited on the rank that fell back, the
+    # ring would fill and enqueue would time out.
+    messages = [os.urandom(n) for n in (0, 1, CHUNK, 3 * CHUNK)] * 4 + [{"last": True}]
+    with MessageQueue(
+        3, 2, local_reader_ranks=[1, 2], connect_ip=LOOPBACK, max_chunk_bytes=CHUNK, max_chunks=2
+    ) as q:
+        handle = q.export_handle()
+        handles = {1: _unreachable_ring(handle), 2: handle, 3: handle}
+        conns, procs = [], []
+        for rank, h in handles.items():
+            parent, child = spawn.Pipe()
+            p = spawn.Process(target=shm_workers.read_all, args=(h, rank, len(messages), child))
+            p.start()
+            conns.append(parent)
+            procs.append(p)
+        q.wait_until_ready(timeout=30)
+        for m in messages:
+            q.enqueue(m, timeout=30)
+        expected = [shm_workers.digest(m) for m in messages]
+        for conn, p in zip(conns, procs, strict=True):
+            assert conn.recv() == expected
+            p.join(30)
+            assert p.exitcode == 0
+
+
+def test_a_local_rank_that_cannot_attach_without_a_remote_address_gets_a_clear_error() -> None:
+    with MessageQueue(2, 2, max_chunk_bytes=CHUNK, max_chunks=2) as q:
+        handle = _unreachable_ring(q.export_handle())
+        with pytest.raises(AttachError, match="no remote address to fall back to") as info:
+            MessageQueue.create_from_handle(handle, 1)
+        assert "does not exist" in str(info.value)
+        assert "connect_ip=" in str(info.value)

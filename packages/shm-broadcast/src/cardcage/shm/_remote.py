@@ -27,6 +27,9 @@ _READY = b"READY"
 _POLL_MS = 100  # slice of every blocking poll: bounds shutdown() latency
 _COPY_THRESHOLD = 64 << 10
 _HWM = 64  # messages queued per reader on each side before the writer is back-pressured
+#: A local reader that could not attach the ring subscribes to this topic plus its group rank (as
+#: well as to everything), so the writer knows which local rank now reads over ZeroMQ.
+FALLBACK_TOPIC = b"\x00cardcage-local-fallback:"
 
 
 class RemoteGapError(ShmBroadcastError, RuntimeError):
@@ -84,23 +87,46 @@ class RemotePublisher:
         self.seq = 0
         self.closed = False
         self.cancelled = False
+        self.subscribers = 0  # readers subscribed so far (remote ones and local fallbacks)
+        self.fallback_ranks: set[int] = set()  # local ranks that read over ZeroMQ instead
+
+    def poll_subscriptions(self, wait_ms: int) -> None:
+        """Take in subscription messages (waiting up to ``wait_ms`` for the first one)."""
+        timeout = wait_ms
+        while self.sock.poll(timeout, zmq.POLLIN):
+            timeout = 0
+            msg = self.sock.recv()
+            if msg[:1] != b"\x01":
+                continue  # an unsubscription
+            topic = msg[1:]
+            if not topic:
+                self.subscribers += 1
+            elif topic.startswith(FALLBACK_TOPIC):
+                with contextlib.suppress(ValueError):
+                    self.fallback_ranks.add(int(topic[len(FALLBACK_TOPIC) :]))
+
+    def missing(self) -> int:
+        """How many expected subscribers have not subscribed yet."""
+        return self.n_remote + len(self.fallback_ranks) - self.subscribers
 
     def wait_ready(self, deadline: float | None, timeout: float | None) -> None:
         """Count one subscription per remote reader, then tell them all we are ready."""
-        seen = 0
-        while seen < self.n_remote:
+        while self.missing() > 0:
             wait = (
                 _POLL_MS if deadline is None else max(0, int((deadline - time.monotonic()) * 1e3))
             )
-            if self.sock.poll(min(wait, _POLL_MS), zmq.POLLIN):
-                if self.sock.recv()[:1] == b"\x01":
-                    seen += 1
-            elif deadline is not None and time.monotonic() >= deadline:
+            if self.cancelled:
+                raise CancelledError
+            self.poll_subscriptions(min(wait, _POLL_MS))
+            if self.missing() > 0 and deadline is not None and time.monotonic() >= deadline:
                 raise QueueTimeoutError(
                     "wait_until_ready (writer)",
                     timeout or 0.0,
-                    f"{self.n_remote - seen} remote reader(s) never connected.",
+                    f"{self.missing()} remote reader(s) never connected.",
                 )
+        self.send_ready()
+
+    def send_ready(self) -> None:
         self._send([(0).to_bytes(8, "little"), _READY], None, None)
 
     def _send(self, frames: list[Any], deadline: float | None, timeout: float | None) -> None:
@@ -141,7 +167,12 @@ class RemoteSubscriber:
     """A remote reader's SUB socket."""
 
     def __init__(
-        self, address: str, server_public: bytes, client_public: bytes, client_secret: bytes
+        self,
+        address: str,
+        server_public: bytes,
+        client_public: bytes,
+        client_secret: bytes,
+        fallback_rank: int | None = None,
     ) -> None:
         self.ctx = zmq.Context()
         sock = self.ctx.socket(zmq.SUB)
@@ -152,6 +183,8 @@ class RemoteSubscriber:
         sock.setsockopt(zmq.RCVHWM, _HWM)  # bounds what a stalled reader buffers
         if address.startswith("tcp://["):
             sock.setsockopt(zmq.IPV6, 1)
+        if fallback_rank is not None:
+            sock.setsockopt(zmq.SUBSCRIBE, FALLBACK_TOPIC + str(fallback_rank).encode())
         sock.setsockopt(zmq.SUBSCRIBE, b"")
         sock.connect(address)
         self.sock = sock

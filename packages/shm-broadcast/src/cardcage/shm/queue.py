@@ -1,7 +1,9 @@
 """MessageQueue: the seed's broadcast queue API over :mod:`cardcage.shm.ring`.
 
 One writer, ``n_reader`` readers; every reader receives every message exactly once, in order.
-``bytes`` travel raw (bytes in, bytes out); anything else is pickled at the highest protocol.
+``bytes`` travel raw (bytes in, bytes out); anything else is pickled at the highest protocol (5),
+with large buffers out of band (:mod:`cardcage.shm._payload`): copied once into the ring and once
+out, never through the pickle stream.
 Messages larger than a slot are streamed through the ring in fragments (never through a socket),
 so shared-memory use stays bounded by the ring size.
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._log import get_logger
+from ._payload import Serialized, serialize
 from .errors import (
     AttachError,
     CancelledError,
@@ -30,7 +33,17 @@ from .errors import (
     QueueTimeoutError,
     RemoteAddressRequiredError,
 )
-from .ring import FIRST, LAST, NBYTES_MASK, PICKLED, USER, RingReader, RingWriter, ShmRingBuffer
+from .ring import (
+    FIRST,
+    LAST,
+    NBYTES_MASK,
+    OOB,
+    PICKLED,
+    USER,
+    RingReader,
+    RingWriter,
+    ShmRingBuffer,
+)
 
 if TYPE_CHECKING:
     from ._remote import RemotePublisher, RemoteSubscriber
@@ -203,18 +216,7 @@ class MessageQueue:
         self._writer_pid = handle.writer_pid
         name = "<none>" if handle.buffer_handle is None else handle.buffer_handle[3]
         if rank not in handle.local_reader_ranks and handle.remote_subscribe_addr is not None:
-            from ._remote import RemoteSubscriber
-
-            assert handle.remote_server_key is not None
-            assert handle.remote_client_keys is not None
-            self._remote_sub = RemoteSubscriber(
-                handle.remote_subscribe_addr, handle.remote_server_key, *handle.remote_client_keys
-            )
-            self._is_remote_reader = True
-            self._finalizer = weakref.finalize(
-                self, _release, None, None, None, os.getpid(), self._remote_sub
-            )
-            return self
+            return self._become_remote(handle, None)
         if rank not in handle.local_reader_ranks or handle.buffer_handle is None:
             raise AttachError(
                 name,
@@ -222,8 +224,25 @@ class MessageQueue:
                 f"{list(handle.local_reader_ranks)}) and this queue has no remote readers",
             )
         n, chunk_bytes, chunks, name = handle.buffer_handle
+        try:
+            self.buffer = ShmRingBuffer(n, chunk_bytes, chunks, name, _epoch=handle.epoch)
+        except AttachError as exc:
+            if handle.remote_subscribe_addr is None:
+                raise AttachError(
+                    name,
+                    f"local reader rank {rank} cannot attach ({exc.reason}), and the queue has "
+                    "no remote address to fall back to. Run this rank on the writer's node with "
+                    "/dev/shm shared, or create the queue with connect_ip= so ranks that cannot "
+                    "attach read over ZeroMQ.",
+                ) from exc
+            logger.warning(
+                "local reader rank %d cannot attach %s (%s); reading over ZeroMQ instead",
+                rank,
+                name,
+                exc.reason,
+            )
+            return self._become_remote(handle, rank)
         self.local_reader_rank = handle.local_reader_ranks.index(rank)
-        self.buffer = ShmRingBuffer(n, chunk_bytes, chunks, name, _epoch=handle.epoch)
         try:
             self._reader = RingReader(self.buffer, self.local_reader_rank)
         except BaseException:
@@ -232,6 +251,24 @@ class MessageQueue:
         self._is_local_reader = True
         self._finalizer = weakref.finalize(
             self, _release, None, self._reader, self.buffer, os.getpid()
+        )
+        return self
+
+    def _become_remote(self, handle: Handle, fallback_rank: int | None) -> MessageQueue:
+        from ._remote import RemoteSubscriber
+
+        assert handle.remote_subscribe_addr is not None
+        assert handle.remote_server_key is not None
+        assert handle.remote_client_keys is not None
+        self._remote_sub = RemoteSubscriber(
+            handle.remote_subscribe_addr,
+            handle.remote_server_key,
+            *handle.remote_client_keys,
+            fallback_rank=fallback_rank,
+        )
+        self._is_remote_reader = True
+        self._finalizer = weakref.finalize(
+            self, _release, None, None, None, os.getpid(), self._remote_sub
         )
         return self
 
@@ -244,7 +281,9 @@ class MessageQueue:
         killed processes can leave a ``/dev/shm`` entry behind.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        if self._writer is not None:
+        if self._writer is not None and self._remote_pub is not None:
+            self._wait_local_and_remote(deadline, timeout)
+        elif self._writer is not None:
             delay = 50e-6
             while missing := self._writer.unattached_ranks():
                 if self.shutting_down:
@@ -269,6 +308,44 @@ class MessageQueue:
         if self._remote_sub is not None:
             self._remote_sub.wait_ready(deadline, timeout)
 
+    def _wait_local_and_remote(self, deadline: float | None, timeout: float | None) -> None:
+        """Writer of a mixed queue: every local rank attached or fell back to ZeroMQ, and every
+        remote reader (fallbacks included) subscribed; then READY to both sides."""
+        writer, pub = self._writer, self._remote_pub
+        assert writer is not None
+        assert pub is not None
+        while True:
+            fallback = {
+                self.local_reader_ranks.index(r)
+                for r in pub.fallback_ranks
+                if r in self.local_reader_ranks
+            }
+            missing = [r for r in writer.unattached_ranks() if r not in fallback]
+            if not missing and pub.missing() <= 0:
+                break
+            if self.shutting_down:
+                raise CancelledError
+            if deadline is not None and time.monotonic() >= deadline:
+                ranks = [self.local_reader_ranks[r] for r in missing]
+                raise QueueTimeoutError(
+                    "wait_until_ready (writer)",
+                    timeout or 0.0,
+                    f"Missing local reader ranks: {ranks}; {max(pub.missing(), 0)} remote "
+                    "reader(s) never connected.",
+                )
+            pub.poll_subscriptions(5)
+        for r in sorted(fallback):
+            logger.info(
+                "local reader rank %d could not attach the ring; it reads over ZeroMQ",
+                self.local_reader_ranks[r],
+            )
+            writer.exclude(r)
+        writer.mark_ready()
+        assert self.buffer is not None
+        self.buffer.unlink()
+        pub.send_ready()
+        self._remote_ready = True
+
     # -- writing ---------------------------------------------------------------------------------
 
     def _require_writer(self, what: str) -> RingWriter | None:
@@ -280,14 +357,21 @@ class MessageQueue:
 
     def enqueue(self, obj: Any, timeout: float | None = None) -> None:
         """Broadcast ``obj``; returns once its bytes are in shared memory (safe to mutate after)."""
-        writer = self._require_writer("enqueue")
+        if self._is_writer and not self._closed:  # the hot path: no helper call
+            writer = self._writer
+        else:
+            writer = self._require_writer("enqueue")
         if self._remote_pub is None:
             if writer is None:
                 return
             if type(obj) is bytes:
                 writer.send(obj, 0, timeout)
+                return
+            msg = serialize(obj)
+            if isinstance(msg, Serialized):
+                writer.send_parts(msg.parts, msg.nbytes, PICKLED | OOB, timeout)
             else:
-                writer.send(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL), PICKLED, timeout)
+                writer.send(msg, PICKLED, timeout)
             return
         self._enqueue_mixed(writer, obj, timeout)
 
@@ -311,6 +395,8 @@ class MessageQueue:
         if type(obj) is bytes:
             data, flags = obj, 0
         else:
+            if isinstance(obj, (memoryview, pickle.PickleBuffer)):
+                obj = bytearray(obj)  # what a local-only queue delivers for a buffer
             data, flags = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL), PICKLED
         pub.send(data, KIND_PICKLED if flags else KIND_RAW, deadline, timeout)
         if writer is not None:
@@ -351,6 +437,9 @@ class MessageQueue:
 
     def dequeue(self, timeout: float | None = None) -> Any:
         """Receive the next message; ``timeout=0`` polls without blocking."""
+        reader = self._reader
+        if reader is not None:
+            return reader.read(timeout)
         if self._remote_sub is not None:
             from ._remote import KIND_RAW
 

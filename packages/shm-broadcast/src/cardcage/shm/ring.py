@@ -67,6 +67,7 @@ from typing import Any, Final
 
 from . import _sys
 from ._log import get_logger
+from ._payload import loads_oob
 from .envs import CARDCAGE_SHM_BUSY_US, CARDCAGE_SHM_WARNING_INTERVAL
 from .errors import (
     AttachError,
@@ -109,6 +110,7 @@ FIRST: Final = 1
 LAST: Final = 2
 PICKLED: Final = 4
 USER: Final = 8  # published through acquire_write: the whole slot is the payload
+OOB: Final = 16  # a pickle with out-of-band buffers (see _payload); always with PICKLED
 
 _SPIN_S: Final = 20e-6  # tight polling before yielding (skipped when oversubscribed)
 _PARK_S: Final = 0.1  # longest single futex sleep: bounds any lost wake-up
@@ -279,6 +281,10 @@ class ShmRingBuffer:
                 f"{path} does not exist: the writer is gone, already unlinked it after "
                 "wait_until_ready(), or runs on another node",
             ) from None
+        except OSError as exc:
+            raise AttachError(
+                name, f"cannot open {path} ({exc.strerror}): is it another user's segment?"
+            ) from exc
         try:
             size = os.fstat(fd).st_size
             if size < self.layout.total:
@@ -387,6 +393,14 @@ class RingWriter(_Endpoint):
 
     def mark_ready(self) -> None:
         self.u[_H_READY] = 1
+
+    def exclude(self, rank: int) -> None:
+        """Stop waiting for local reader ``rank``, which never attached (it reads remotely).
+
+        The reader line's only writer is its reader; one that never attached never writes it,
+        so the writer may mark it detached without a race.
+        """
+        self.u[self.reader_lines[rank] + _R_STATE] = _DETACHED
 
     # -- flow control ----------------------------------------------------------------------------
 
@@ -555,6 +569,54 @@ class RingWriter(_Endpoint):
                 return
             first = 0
 
+    def send_parts(self, parts: list[Any], total: int, flags: int, timeout: float | None) -> None:
+        """Copy ``parts`` (bytes or 'B' views) back to back into the ring as one message.
+
+        Each part is copied once, straight from the caller's memory into the slots; a message
+        larger than a slot streams as fragments exactly like :meth:`write`.
+        """
+        raw = self.raw
+        if total <= self.slot_bytes:
+            k = self.seq + 1
+            if k - self.n_slots > self.min_read:
+                self.reserve(k, self._deadline(timeout), timeout)
+            slot = (k - 1) % self.n_slots
+            pos = self.data_offs[slot]
+            for part in parts:
+                n = len(part) if type(part) is bytes else part.nbytes
+                raw[pos : pos + n] = part
+                pos += n
+            self.publish(slot, total, flags | FIRST | LAST)
+            return
+        deadline = self._deadline(timeout)
+        size = self.slot_bytes
+        views = [memoryview(p) for p in parts]
+        index, offset = 0, 0  # next part to copy and how much of it is already in the ring
+        sent = 0
+        first = FIRST
+        while True:
+            k = self.seq + 1
+            self.reserve(k, deadline, timeout)
+            slot = (k - 1) % self.n_slots
+            base = self.data_offs[slot]
+            filled = 0
+            while filled < size and index < len(views):
+                view = views[index]
+                n = min(size - filled, view.nbytes - offset)
+                raw[base + filled : base + filled + n] = view[offset : offset + n]
+                filled += n
+                offset += n
+                if offset == view.nbytes:
+                    index, offset = index + 1, 0
+            sent += filled
+            last = LAST if sent >= total else 0
+            if first:
+                self.u[self.desc_words[slot] + _S_TOTAL] = total
+            self.publish(slot, filled, flags | first | last)
+            if last:
+                return
+            first = 0
+
     def close(self) -> None:
         """Publish the closed flag after every message and wake parked readers."""
         u = self.u
@@ -626,6 +688,8 @@ class RingReader(_Endpoint):
         u = self.u
         start = time.monotonic()
         spin_end, busy_end = start + self.spin_s, start + self.busy_s
+        if deadline is not None and deadline < spin_end:
+            spin_end = deadline  # timeout=0 stays a poll
         next_check = start + _LIVENESS_S
         next_warn = start + self.warn_s if self.warn_s > 0 else float("inf")
         parked = self.line + _R_PARKED
@@ -709,7 +773,7 @@ class RingReader(_Endpoint):
             end = off + (info & NBYTES_MASK)
             if info >> 56 & PICKLED:
                 with self.raw[off:end] as view:
-                    obj = pickle.loads(view)
+                    obj = loads_oob(view) if info >> 56 & OOB else pickle.loads(view)
             else:
                 obj = self.raw[off:end].tobytes()
             if _WEAK:
@@ -744,7 +808,7 @@ class RingReader(_Endpoint):
                 if flags & LAST:
                     if flags & PICKLED:
                         with self.raw[off : off + n] as view:
-                            obj = pickle.loads(view)
+                            obj = loads_oob(view) if flags & OOB else pickle.loads(view)
                     else:
                         obj = self.raw[off : off + n].tobytes()
                     self.release(k)
@@ -777,7 +841,7 @@ class RingReader(_Endpoint):
                 if isinstance(partial, io.BytesIO):
                     return partial.getvalue()
                 with partial:
-                    return pickle.loads(partial)
+                    return loads_oob(partial) if flags & OOB else pickle.loads(partial)
 
 
 def sweep_stale(directory: str = SHM_DIR) -> list[str]:
