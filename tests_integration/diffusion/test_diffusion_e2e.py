@@ -6,8 +6,9 @@ An offline script written as the seed prescribes (runtime imports and the launch
 demo-cpu's site is installed besides the core. Each process demo-cpu runs in appends what it did
 to the evidence file named by ``CARDCAGE_DEMO_CPU_EVIDENCE``; the test reads it back and proves,
 per worker pid, that the vendor's backend initialised, its hook plugin registered and dispatched,
-and its custom-op forward (not ``forward_native``) ran, and that the launcher never initialised a
-backend.
+its custom-op forward (not ``forward_native``) ran, and the sequence-parallel all-to-all went
+through the vendor's communicator (``DemoCpuCommunicator``, named by the platform's
+``get_all_to_all_communicator_cls()``), and that the launcher never initialised a backend.
 """
 
 from __future__ import annotations
@@ -119,11 +120,17 @@ def test_two_cpu_workers_run_demo_cpus_backend_hooks_and_custom_op(tmp_path: Pat
     by_pid = _evidence(evidence)
     workers = report["workers"]
     assert len(set(workers)) == 2
-    for pid in workers:
+    for rank, pid in enumerate(workers):
         events = {event for event, _ in by_pid.get(pid, set())}
-        assert events >= {"init_backend", "register", "dispatch", "forward"}, (pid, by_pid)
+        assert events >= {"init_backend", "register", "dispatch", "forward", "all_to_all"}, (
+            pid,
+            by_pid,
+        )
         forwards = {key for event, key in by_pid[pid] if event == "forward"}
         assert any(key.endswith("RMSNorm") for key in forwards), forwards
+        exchanges = {key for event, key in by_pid[pid] if event == "all_to_all"}
+        assert exchanges == {f"sp-rank{rank}"}, exchanges
     launcher_events = {event for event, _ in by_pid.get(report["launcher"], set())}
     assert "init_backend" not in launcher_events  # the launcher never initialises a backend
     assert "forward" not in launcher_events
+    assert "all_to_all" not in launcher_events

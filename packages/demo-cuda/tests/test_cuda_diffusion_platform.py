@@ -11,6 +11,8 @@ import torch
 from cuda_diffusion_support import clean_diffusion
 from gpu_support import NVIDIA_GPU, needs_gpu, without_gpu
 
+from cardcage.diffusion.runtime.distributed import resolve_all_to_all_communicator_cls
+from cardcage.diffusion.runtime.distributed.device_communicators import CudaCommunicator
 from cardcage.diffusion.runtime.layers.custom_op import CustomOp
 from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 from cardcage.diffusion.runtime.platforms import (
@@ -23,7 +25,11 @@ from cardcage.diffusion.runtime.platforms.policy import diffusion_policy
 from cardcage.platforms.errors import PlatformUnavailableError
 from cardcage.platforms.selection import load_platform_class
 from cardcage_demo_cuda.diffusion import ENTRY_POINT_NAME, PLATFORM_QUALNAME
-from cardcage_demo_cuda.diffusion.platform import DISPATCH_KEY, DemoCudaPlatform
+from cardcage_demo_cuda.diffusion.platform import (
+    COMMUNICATOR_QUALNAME,
+    DISPATCH_KEY,
+    DemoCudaPlatform,
+)
 
 __all__ = ["clean_diffusion"]  # the autouse fixture, imported so pytest finds it
 
@@ -59,6 +65,9 @@ def test_identity_is_out_of_tree_with_the_cuda_keys(platform: DemoCudaPlatform) 
 def test_distributed_answers_suit_nccl(platform: DemoCudaPlatform) -> None:
     assert platform.get_torch_distributed_backend_str() == "nccl"
     assert platform.supports_distributed_device_id() is True
+    # The sequence-parallel all-to-all: the runtime's NCCL communicator, resolvable without a GPU.
+    assert platform.get_all_to_all_communicator_cls() == COMMUNICATOR_QUALNAME
+    assert resolve_all_to_all_communicator_cls(platform) is CudaCommunicator
 
 
 def test_model_and_execution_answers(platform: DemoCudaPlatform) -> None:
@@ -131,3 +140,11 @@ def test_device_answers_on_the_real_gpu(platform: DemoCudaPlatform) -> None:
     first = torch.rand(3, device="cuda")
     platform.seed_everything(7)
     assert torch.equal(first, torch.rand(3, device="cuda"))
+
+
+@needs_gpu
+def test_the_communicator_builds_on_the_gpu_and_is_the_identity_for_one_rank() -> None:
+    device = torch.device("cuda", 0)
+    comm = CudaCommunicator(None, device=device, unique_name="sp-rank0")
+    x = torch.randn(1, 4, 2, 3, device=device)
+    assert comm.all_to_all_4D(x, 2, 1) is x

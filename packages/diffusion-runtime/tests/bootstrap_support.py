@@ -11,7 +11,10 @@ to environment variables the test sets (children inherit the environment):
 * ``H5_BLOCK_PORT=<port>``: an AROUND hook on ``GPUWorker.handle_request`` makes a ``ping`` with
   payload ``"block"`` connect to that local port, send its pid, and wait until the test closes
   the connection (so a test knows, without sleeping, that the request is in flight);
-* ``H5_EVENTS_FILE=<path>``: the HTTP test server writes its observations there as JSON.
+* ``H5_EVENTS_FILE=<path>``: the HTTP test server writes its observations there as JSON;
+* ``H5_A2A_DIR=<dir>``: the platform's all-to-all communicator (``h5_vendor_comm.H5Communicator``)
+  writes ``a2a-rank<N>.json`` there after each exchange: pid, rank, world size, calls so far;
+  ``H5_A2A=bad`` makes the platform name ``h5_vendor_comm.NotACommunicator`` instead.
 
 Each observation records which of the worker module and the ServerArgs module were imported at
 that moment, which is what the lifecycle-order tests assert on.
@@ -76,6 +79,12 @@ class H5Platform(Platform):
     def get_torch_distributed_backend_str(self):
         return "gloo"
 
+    @classmethod
+    def get_all_to_all_communicator_cls(cls):
+        if os.environ.get("H5_A2A") == "bad":
+            return "h5_vendor_comm.NotACommunicator"
+        return "h5_vendor_comm.H5Communicator"
+
 
 def activate():
     return "h5_vendor_platform.H5Platform"
@@ -128,6 +137,34 @@ def register():
         return result.upper()
 """
 
+COMM_SOURCE = """
+import json
+import os
+
+from cardcage.diffusion.runtime.distributed.device_communicators.cpu_communicator import (
+    CpuCommunicator,
+)
+
+
+class H5Communicator(CpuCommunicator):
+    calls = 0
+
+    def all_to_all_4D(self, x, scatter_dim, gather_dim):
+        out = super().all_to_all_4D(x, scatter_dim, gather_dim)
+        type(self).calls += 1
+        directory = os.environ.get("H5_A2A_DIR")
+        if directory:
+            record = {"pid": os.getpid(), "rank": self.rank, "world_size": self.world_size,
+                      "calls": type(self).calls, "name": self.unique_name}
+            with open(os.path.join(directory, f"a2a-rank{self.rank}.json"), "w") as handle:
+                json.dump(record, handle)
+        return out
+
+
+class NotACommunicator:
+    pass
+"""
+
 LIB_SOURCE = """
 def banner():
     return "hello from the server"
@@ -170,6 +207,7 @@ def write_vendor(site: Path) -> Path:
         modules={
             "h5_vendor_platform": PLATFORM_SOURCE,
             "h5_vendor_plugin": PLUGIN_SOURCE,
+            "h5_vendor_comm": COMM_SOURCE,
             "h5_vendor_lib": LIB_SOURCE,
             "h5_vendor_server": SERVER_SOURCE,
         },

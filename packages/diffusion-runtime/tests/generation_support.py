@@ -56,6 +56,7 @@ def register():
                     "dist_world": dist.get_world_size(),
                     "backend": self.backend,
                     "sp_group": self.sp_group is not None,
+                    "sp_communicator": type(self.sp_communicator).__name__,
                     "pipeline": type(self.pipeline).__name__,
                 },
             }

@@ -1,18 +1,26 @@
 """Helpers for the model, pipeline and sequence-parallel tests (no pytest imports).
 
 Also the entry point of the sequence-parallel ranks: ``python model_support.py RANK WORLD STORE
-OUT`` joins a gloo group through a ``FileStore`` and writes what it computed to ``OUT`` with
-``torch.save``, for the test process to compare with its own single-process results.
+OUT [MODE]`` joins a gloo group through a ``FileStore`` and writes what it computed to ``OUT``
+with ``torch.save``, for the test process to compare with its own single-process results.
+``MODE`` ``full`` (default) runs the exchanges, the transformer and the pipeline; ``comm`` only
+the communicators (``comm_inputs()`` and ``attention_module()`` give both sides the same data).
+``run_ranks()`` starts the ranks and collects their results.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
+import subprocess
 import sys
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+TESTS_DIR = Path(__file__).resolve().parent
 
 #: The request every sequence-parallel check runs (8 x 8 = 64 image tokens at 64 x 64).
 SP_PROMPT = "a lighthouse at dusk"
@@ -80,7 +88,57 @@ def parse_png(data: bytes) -> ParsedPng:
     return ParsedPng(width, height, depth, color, chunks, b"".join(rows))
 
 
-def _sp_rank(rank: int, world: int, store_path: str, out_path: str) -> None:
+def comm_inputs() -> dict[str, Any]:
+    """Full (unsplit) tensors every rank and the test process build identically."""
+    import torch
+
+    gen = torch.Generator().manual_seed(3)
+    return {
+        "float32": torch.randn(2, 8, 4, 6, generator=gen),
+        "bfloat16": torch.randn(1, 4, 6, 2, generator=gen).to(torch.bfloat16),
+    }
+
+
+def attention_module() -> Any:
+    """A seeded self-attention block (4 heads) and its full input ``[1, 8, 16]``."""
+    import torch
+
+    from cardcage.diffusion.runtime.models.attention import Attention
+
+    torch.manual_seed(5)
+    module = Attention(16, 4)
+    x = torch.randn(1, 8, 16)
+    return module, x
+
+
+def _comm_rank(rank: int, world: int, group: Any) -> dict[str, Any]:
+    import torch
+    from communicator_support import CountingCommunicator
+
+    from cardcage.diffusion.runtime.distributed.device_communicators import (
+        CpuCommunicator,
+        DeviceCommunicatorBase,
+    )
+
+    results: dict[str, Any] = {}
+    for cls in (DeviceCommunicatorBase, CpuCommunicator):
+        comm = cls(group, unique_name="sp")
+        results[f"{cls.__name__}:world"] = (comm.rank, comm.world_size)
+        for name, full in comm_inputs().items():
+            local = full.chunk(world, dim=1)[rank]
+            by_heads = comm.all_to_all_4D(local, 2, 1)
+            results[f"{cls.__name__}:{name}:by_heads"] = by_heads
+            results[f"{cls.__name__}:{name}:back"] = comm.all_to_all_4D(by_heads, 1, 2)
+    module, x = attention_module()
+    counting = CountingCommunicator(group, unique_name="sp")
+    module.communicator = counting
+    with torch.inference_mode():
+        results["attention"] = module(x.chunk(world, dim=1)[rank])
+    results["attention_calls"] = counting.calls
+    return results
+
+
+def _sp_rank(rank: int, world: int, store_path: str, out_path: str, mode: str = "full") -> None:
     import torch
     import torch.distributed as dist
 
@@ -96,6 +154,9 @@ def _sp_rank(rank: int, world: int, store_path: str, out_path: str) -> None:
     )
     try:
         group = dist.group.WORLD
+        if mode == "comm":
+            torch.save(_comm_rank(rank, world, group), out_path)
+            return
         results: dict[str, Any] = {}
         # all_to_all_4D layout: a rank's sequence slice with every head -> every token, its heads.
         full = torch.arange(2 * 8 * 4 * 3, dtype=torch.float32).reshape(2, 8, 4, 3)
@@ -105,6 +166,7 @@ def _sp_rank(rank: int, world: int, store_path: str, out_path: str) -> None:
         results["a2a_back"] = all_to_all_4D(by_heads, scatter_dim=1, gather_dim=2, group=group)
         # The transformer and the whole pipeline, sequence-parallel over the group.
         pipeline = TinyDiffusionPipeline.build(sp_group=group)
+        results["communicator"] = type(pipeline.model.transformer.communicator).__qualname__
         model = pipeline.model
         context, mask, pooled = model.encode_prompt([SP_PROMPT])
         latents = pipeline.initial_latents(3, 1, 64, 64)
@@ -122,5 +184,47 @@ def _sp_rank(rank: int, world: int, store_path: str, out_path: str) -> None:
         dist.destroy_process_group()
 
 
+def run_ranks(tmp_path: Path, world: int, mode: str = "full") -> list[dict[str, Any]]:
+    """Run ``world`` ranks of this module in ``mode``; their results in rank order."""
+    import torch
+
+    store = tmp_path / "store"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), *sys.path]))
+    env.pop("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", None)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(TESTS_DIR / "model_support.py"),
+                str(rank),
+                str(world),
+                str(store),
+                str(tmp_path / f"rank{rank}.pt"),
+                mode,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(world)
+    ]
+    outputs = []
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=240)
+            outputs.append(out)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for rank, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
+        if proc.returncode != 0:
+            raise AssertionError(f"rank {rank} failed:\n{out}")
+    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+
+
 if __name__ == "__main__":
-    _sp_rank(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    _mode = sys.argv[5] if len(sys.argv) > 5 else "full"
+    _sp_rank(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], _mode)

@@ -220,7 +220,8 @@ def test_override_xpu_is_rejected_and_the_command_exits_1(site: Path) -> None:
     assert srt["ok"] is True, "a diffusion failure does not hide the SRT selection"
     assert diffusion["ok"] is False
     assert diffusion["selection"] is None
-    assert diffusion["error"]["type"] == "PlatformNotFoundError"
+    # UnsupportedSelectorError: the PlatformNotFoundError for an alias that is automatic-only.
+    assert diffusion["error"]["type"] == "UnsupportedSelectorError"
     assert diffusion["error"]["group"] == DIFF_PLATFORMS
     assert "'xpu'" in diffusion["error"]["message"]
 

@@ -172,6 +172,7 @@ def test_the_init_hook_of_a_plugin_runs_in_every_worker_with_its_rank(
             "dist_world": 2,
             "backend": "gloo",
             "sp_group": True,
+            "sp_communicator": "CpuCommunicator",  # what CpuPlatform names
             "pipeline": "TinyDiffusionPipeline",
         }
 

@@ -17,7 +17,12 @@ from cardcage.diffusion.runtime.platforms.accelerators import (
 from cardcage.diffusion.runtime.platforms.cpu import CpuPlatform
 from cardcage.diffusion.runtime.platforms.cuda import CudaPlatform, RocmPlatform
 from cardcage.diffusion.runtime.platforms.handoff import diffusion_platform_choice
-from cardcage.diffusion.runtime.platforms.interface import Platform, PlatformEnum
+from cardcage.diffusion.runtime.platforms.interface import (
+    AttentionBackendEnum,
+    Platform,
+    PlatformEnum,
+    UnspecifiedPlatform,
+)
 from cardcage.diffusion.runtime.platforms.testing import set_current_platform
 from cardcage.hooks.testing import on_sys_path
 from cardcage.platforms.errors import PlatformActivationError
@@ -67,6 +72,7 @@ def test_torch_distributed_backends() -> None:
         (lambda p: p.get_torch_distributed_backend_str(), "get_torch_distributed_backend_str()"),
         (lambda p: p.get_available_gpu_memory(), "get_available_gpu_memory()"),
         (lambda p: p.get_torch_library_dispatch_key(), "dispatch_key"),
+        (lambda p: p.get_all_to_all_communicator_cls(), "get_all_to_all_communicator_cls()"),
     ],
 )
 def test_oot_defaults_say_what_to_implement(call: object, named: str) -> None:
@@ -88,6 +94,22 @@ def test_base_defaults() -> None:
     assert platform.enable_dit_layerwise_offload_by_default()
     assert not platform.device_shares_host_memory()
     assert not platform.has_device_capability((8, 0))
+
+
+def test_attention_backends_and_the_unspecified_platform() -> None:
+    assert str(AttentionBackendEnum.TORCH_SDPA) == "torch_sdpa"
+    assert str(AttentionBackendEnum.FA2) == "fa2"
+    assert AttentionBackendEnum.SLIDING_TILE_ATTN.is_sparse
+    assert not AttentionBackendEnum.TORCH_SDPA.is_sparse
+    assert not AttentionBackendEnum.NO_ATTENTION.is_sparse
+    platform = UnspecifiedPlatform()
+    assert platform._enum is PlatformEnum.UNSPECIFIED
+    assert platform.device_type == ""
+    assert not platform.is_out_of_tree()
+    # Exported lazily from the import-light package.
+    assert platforms.AttentionBackendEnum is AttentionBackendEnum
+    assert platforms.UnspecifiedPlatform is UnspecifiedPlatform
+    assert {"AttentionBackendEnum", "UnspecifiedPlatform"} <= set(platforms.__all__)
 
 
 def test_cpu_platform_is_real() -> None:

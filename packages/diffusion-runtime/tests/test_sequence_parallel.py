@@ -7,16 +7,13 @@ process's single-rank results.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from model_support import SP_PROMPT, SP_REQUEST
+from model_support import SP_PROMPT, SP_REQUEST, run_ranks
 
 from cardcage.diffusion.runtime.models.distributed import (
     all_gather_sequence,
@@ -67,45 +64,9 @@ def test_all_to_all_4d_rejects_bad_layouts(
         all_to_all_4D(torch.zeros(shape), scatter_dim=scatter, gather_dim=gather)
 
 
-def _run_ranks(tmp_path: Path, world: int) -> list[dict[str, Any]]:
-    store = tmp_path / "store"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS_DIR), *sys.path]))
-    env.pop("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", None)
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(TESTS_DIR / "model_support.py"),
-                str(rank),
-                str(world),
-                str(store),
-                str(tmp_path / f"rank{rank}.pt"),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(world)
-    ]
-    outputs = []
-    try:
-        for proc in procs:
-            out, _ = proc.communicate(timeout=240)
-            outputs.append(out)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for rank, (proc, out) in enumerate(zip(procs, outputs, strict=True)):
-        assert proc.returncode == 0, f"rank {rank} failed:\n{out}"
-    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
-
-
 @pytest.fixture(scope="module")
 def two_rank_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return _run_ranks(tmp_path_factory.mktemp("sp"), 2)
+    return run_ranks(tmp_path_factory.mktemp("sp"), 2)
 
 
 def test_all_to_all_4d_moves_sequence_slices_to_head_slices(
@@ -144,6 +105,14 @@ def test_same_seed_gives_the_same_image_on_one_and_two_ranks(
         assert int(diff.max()) <= 1
         assert float((diff > 0).float().mean()) < 0.01
     assert torch.equal(two_rank_results[0]["pixels"], two_rank_results[1]["pixels"])
+
+
+def test_an_sp_group_runs_through_the_platforms_all_to_all_communicator(
+    two_rank_results: list[dict[str, Any]],
+) -> None:
+    # build(sp_group=...) wraps the group in what CpuPlatform names: CpuCommunicator.
+    for result in two_rank_results:
+        assert result["communicator"] == "CpuCommunicator"
 
 
 def test_a_token_count_the_ranks_cannot_split_is_a_clear_error(

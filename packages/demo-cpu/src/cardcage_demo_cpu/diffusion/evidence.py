@@ -8,7 +8,9 @@ This module keeps that evidence in one thread-safe object, ``EVIDENCE``:
 * ``register``: the hook plugin's ``register()`` ran (key: the hook target);
 * ``dispatch``: the hook saw ``CustomOp.dispatch_forward()`` choose a forward (key:
   ``"<op class> -> <forward>"``);
-* ``forward``: the vendor's forward ran (key: the op class).
+* ``forward``: the vendor's forward ran (key: the op class);
+* ``all_to_all``: the sequence-parallel exchange ran through ``DemoCpuCommunicator`` (key: the
+  communicator's name, ``sp-rank<N>`` in a worker).
 
 ``EVIDENCE.count("forward", "...RMSNorm")`` reads a counter in this process. When
 ``CARDCAGE_DEMO_CPU_EVIDENCE`` names a file, the first occurrence of each (event, key) in each
@@ -38,7 +40,7 @@ __all__ = ["EVENTS", "EVIDENCE", "Evidence", "read_evidence"]
 logger = logging.getLogger(__name__)
 
 #: The events this package records, in the order a worker produces them.
-EVENTS = ("init_backend", "register", "dispatch", "forward")
+EVENTS = ("init_backend", "register", "dispatch", "forward", "all_to_all")
 
 _PLATFORM = "demo_cpu"
 

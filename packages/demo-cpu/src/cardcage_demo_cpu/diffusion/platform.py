@@ -13,9 +13,10 @@ answers win over ``Platform``'s out-of-tree defaults, which raise ``NotImplement
 what to implement. Every method of the seed's Active contract is spelled out below, even where it
 only delegates, so a vendor sees what to replace.
 
-Not here yet: ``get_all_to_all_communicator_cls()`` / ``get_device_communicator_cls()``. cardcage's
-diffusion ``Platform`` has no communicator hook today; when it gains one, return the qualified
-name of a CPU (gloo) communicator.
+``get_all_to_all_communicator_cls()`` names ``communicator.DemoCpuCommunicator`` (the runtime's
+gloo ``CpuCommunicator`` plus an ``all_to_all`` evidence event). An out-of-tree platform must
+override it: the base falls back to the compatibility hook ``get_device_communicator_cls()``,
+whose base answer makes an OOT platform fail at worker start-up with ``NotImplementedError``.
 
 Import-safe: stdlib and cardcage only; torch and the custom-op layers are imported inside the
 methods that need them (the diffusion runtime depends on torch, so they are present wherever the
@@ -40,13 +41,16 @@ if TYPE_CHECKING:
 
     from cardcage.platforms.device_mixin import CpuArchEnum, DeviceCapability
 
-__all__ = ["DISPATCH_KEY", "DemoCpuPlatform"]
+__all__ = ["COMMUNICATOR_QUALNAME", "DISPATCH_KEY", "DemoCpuPlatform"]
 
 logger = logging.getLogger(__name__)
 
 #: The CustomOp key of this platform (``get_dispatch_key_name()``): a vendor key, so only the
 #: forwards registered under it (``ops.py``) differ from the portable ones.
 DISPATCH_KEY = ENTRY_POINT_NAME
+
+#: The all-to-all communicator (``communicator.py``), by name: resolving it imports torch.
+COMMUNICATOR_QUALNAME = "cardcage_demo_cpu.diffusion.communicator.DemoCpuCommunicator"
 
 
 class DemoCpuPlatform(DemoCpuDeviceMixin, Platform):
@@ -148,6 +152,13 @@ class DemoCpuPlatform(DemoCpuDeviceMixin, Platform):
     def supports_distributed_device_id(self) -> bool:
         """False: gloo does not bind a process group to a device."""
         return False
+
+    @classmethod
+    def get_all_to_all_communicator_cls(cls) -> str:
+        """``DemoCpuCommunicator``: gloo's all-to-all for the sequence-parallel exchange, with
+        evidence. A qualified name, so this module stays free of torch; each worker resolves it
+        once (it must name a ``DeviceCommunicatorBase`` subclass) and builds one for its group."""
+        return COMMUNICATOR_QUALNAME
 
     @classmethod
     def get_cpu_architecture(cls) -> CpuArchEnum:

@@ -17,9 +17,10 @@ spelled out below, even where it only delegates, so a vendor sees what to replac
 ``init_backend()`` registers demo_cuda's own RMSNorm under that key (``ops.py``), which wins over
 ``RMSNorm.forward_cuda()``.
 
-Not here yet: ``get_all_to_all_communicator_cls()`` / ``get_device_communicator_cls()``. cardcage's
-diffusion ``Platform`` has no communicator hook today; when it gains one, return the qualified
-name of an NCCL communicator.
+``get_all_to_all_communicator_cls()`` names the runtime's ``CudaCommunicator`` (NCCL, tensors on
+the worker's GPU) for the sequence-parallel all-to-all. An out-of-tree platform must override it:
+the base falls back to the compatibility hook ``get_device_communicator_cls()``, whose base answer
+makes an OOT platform fail at worker start-up with ``NotImplementedError``.
 
 Import-safe: stdlib and cardcage only; torch and the custom-op layers are imported inside the
 methods that need them. Without a GPU, every torch.cuda method fails with torch's own error and
@@ -43,13 +44,18 @@ if TYPE_CHECKING:
 
     from cardcage.platforms.device_mixin import CpuArchEnum, DeviceCapability
 
-__all__ = ["DISPATCH_KEY", "DemoCudaPlatform"]
+__all__ = ["COMMUNICATOR_QUALNAME", "DISPATCH_KEY", "DemoCudaPlatform"]
 
 logger = logging.getLogger(__name__)
 
 #: The CustomOp key of this platform (``get_dispatch_key_name()``): "cuda" reuses every op's
 #: ``forward_cuda()``, and demo_cuda's own forwards are registered under it.
 DISPATCH_KEY = "cuda"
+
+#: The all-to-all communicator, by name (resolving it imports torch): the runtime's NCCL one.
+COMMUNICATOR_QUALNAME = (
+    "cardcage.diffusion.runtime.distributed.device_communicators.cuda_communicator.CudaCommunicator"
+)
 
 
 class DemoCudaPlatform(DemoCudaDeviceMixin, Platform):
@@ -139,6 +145,13 @@ class DemoCudaPlatform(DemoCudaDeviceMixin, Platform):
     def supports_distributed_device_id(self) -> bool:
         """True: NCCL process groups may be bound to the worker's GPU at creation."""
         return True
+
+    @classmethod
+    def get_all_to_all_communicator_cls(cls) -> str:
+        """The runtime's ``CudaCommunicator``: the sequence-parallel all-to-all over NCCL on the
+        worker's GPU. A qualified name, so this module stays free of torch; each worker
+        resolves it once and builds one for its sequence-parallel group."""
+        return COMMUNICATOR_QUALNAME
 
     @classmethod
     def get_cpu_architecture(cls) -> CpuArchEnum:

@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BootstrapPayloadError",
+    "CommunicatorDeviceError",
+    "CommunicatorError",
+    "CommunicatorNotFoundError",
     "DiffusionError",
     "InvalidArgumentError",
+    "InvalidCommunicatorError",
     "InvalidPipelineConfigError",
     "InvalidSamplingParamsError",
     "InvalidServerArgsError",
@@ -124,6 +128,43 @@ class WrongRankError(DiffusionError, ValueError):
             f"Rank {rank} does not take {method!r} requests: it follows rank 0, which broadcasts "
             f"every request to the other ranks. Send {method!r} to rank 0."
         )
+
+
+class CommunicatorError(DiffusionError):
+    """Base of the errors about a platform's all-to-all communicator."""
+
+
+class _PlatformCommunicatorError(CommunicatorError):
+    """The communicator a platform names cannot be used; names the platform, its distribution
+    (when it is out of tree) and the fix."""
+
+    def __init__(
+        self, problem: str, *, platform: str, dist_name: str | None, qualname: object
+    ) -> None:
+        self.platform = platform
+        self.dist_name = dist_name
+        self.qualname = qualname
+        source = f" (distribution {dist_name})" if dist_name else ""
+        super().__init__(
+            f"The diffusion platform {platform}{source} names {qualname!r} as its all-to-all "
+            f"communicator, but {problem}. Fix {platform}.get_all_to_all_communicator_cls() to "
+            "return the qualified name ('package.module.Class') of a DeviceCommunicatorBase "
+            "subclass, e.g. 'cardcage.diffusion.runtime.distributed.device_communicators."
+            "cpu_communicator.CpuCommunicator' for a gloo group."
+        )
+
+
+class InvalidCommunicatorError(_PlatformCommunicatorError, TypeError):
+    """A platform's all-to-all communicator is not a ``DeviceCommunicatorBase`` subclass (or its
+    answer is not a qualified name)."""
+
+
+class CommunicatorNotFoundError(_PlatformCommunicatorError, ImportError):
+    """A platform's all-to-all communicator qualname does not import."""
+
+
+class CommunicatorDeviceError(CommunicatorError, ValueError):
+    """A communicator was built for, or given, a tensor on a device it cannot exchange."""
 
 
 class LauncherClosedError(DiffusionError, RuntimeError):

@@ -10,7 +10,9 @@ A worker starts in this order (``run_scheduler_process``):
    set-up (``rank``, ``local_rank`` and ``world_size`` are attributes of the worker): the
    platform's local device, ``torch.distributed`` over ``world_size`` ranks with the platform's
    backend (gloo on CPU) and a rendezvous at ``127.0.0.1:master_port``, the sequence-parallel
-   group, and the pipeline built on the device with that group;
+   group and its all-to-all communicator (the class the platform names in
+   ``get_all_to_all_communicator_cls()``), and the pipeline built on the device with that
+   communicator;
 2. ``GPUWorker.init_request_broadcast()``: with more than one rank, a ``cardcage.shm`` queue
    built collectively over a CPU (gloo) group, rank 0 its writer and every other rank a reader;
 3. ``Ready`` to the launcher, then the request loop.
@@ -18,7 +20,8 @@ A worker starts in this order (``run_scheduler_process``):
 The launcher talks to rank 0 only. Rank 0 vets each ``generate`` request (a bad one comes back
 as an ``InvalidSamplingParamsError`` and reaches no other rank), broadcasts it through the
 queue, and every rank runs the pipeline with the same request: the ranks split the image tokens
-and exchange them with ``all_to_all_4D`` around attention, and each ends with the whole image.
+and exchange them with the communicator's ``all_to_all_4D`` around attention, and each ends with
+the whole image.
 Rank 0 answers with the images as raw RGB bytes and logs each denoising step at INFO.
 
 The other ranks wait on the queue, and a thread of theirs watches the launcher's pipe: a
@@ -57,6 +60,7 @@ from .worker_bootstrap import bootstrap_timings
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
+    from cardcage.diffusion.runtime.distributed import DeviceCommunicatorBase
     from cardcage.diffusion.runtime.pipelines.tiny import GeneratedImage, TinyDiffusionPipeline
     from cardcage.diffusion.runtime.server_args import ServerArgs
     from cardcage.shm import MessageQueue
@@ -133,7 +137,8 @@ class GPUWorker:
 
     Attributes a hook can rely on: ``rank``, ``local_rank``, ``world_size``, ``server_args``,
     ``platform``; after ``init_device_and_model()`` also ``device``, ``backend``,
-    ``world_group``, ``cpu_group``, ``sp_group`` (None with one rank) and ``pipeline``.
+    ``world_group``, ``cpu_group``, ``sp_group`` (None with one rank), ``sp_communicator`` (the
+    platform's all-to-all communicator for ``sp_group``) and ``pipeline``.
     """
 
     METHODS = ("generate", "ping")
@@ -151,6 +156,7 @@ class GPUWorker:
         self.world_group: Any = None
         self.cpu_group: Any = None
         self.sp_group: Any = None
+        self.sp_communicator: DeviceCommunicatorBase | None = None
         self.pipeline: TinyDiffusionPipeline | None = None
         self.broadcast_queue: MessageQueue | None = None
         self.timings: dict[str, float] = {}
@@ -229,9 +235,25 @@ class GPUWorker:
             self.world_group if self.backend == "gloo" else dist.new_group(backend="gloo")
         )
         self.sp_group = self.world_group if self.world_size > 1 else None
+        self.sp_communicator = self.build_sp_communicator()
+
+    def build_sp_communicator(self) -> DeviceCommunicatorBase:
+        """The platform's all-to-all communicator for ``sp_group`` on this rank's device.
+
+        Resolved in every worker, one rank included, so a platform that names no usable
+        communicator fails at start-up (with the fix in the message), not at its first
+        multi-worker deployment. With one rank the exchange is the identity.
+        """
+        from cardcage.diffusion.runtime.distributed.resolve import (
+            resolve_all_to_all_communicator_cls,
+        )
+
+        cls = resolve_all_to_all_communicator_cls(self.platform)
+        return cls(self.sp_group, device=self.device, unique_name=f"sp-rank{self.rank}")
 
     def build_pipeline(self) -> TinyDiffusionPipeline:
-        """The pipeline of ``server_args.model_path`` on this rank's device and sp group."""
+        """The pipeline of ``server_args.model_path`` on this rank's device, sequence-parallel
+        through ``sp_communicator``."""
         from cardcage.diffusion.runtime.pipelines.sampler import FlowMatchEulerSampler
         from cardcage.diffusion.runtime.pipelines.tiny import TinyDiffusionPipeline
 
@@ -240,7 +262,7 @@ class GPUWorker:
             self.server_args.model_path,
             device=self.device,
             dtype=config.dtype,
-            sp_group=self.sp_group,
+            communicator=self.sp_communicator,
         )
         if config.flow_shift is not None:
             pipeline.sampler = FlowMatchEulerSampler(shift=config.flow_shift)
@@ -376,6 +398,7 @@ class GPUWorker:
                 with contextlib.suppress(Exception):  # best effort: the process is leaving
                     dist.destroy_process_group()
         self.world_group = self.cpu_group = self.sp_group = None
+        self.sp_communicator = None
 
 
 def _answer(worker: GPUWorker, request: Request) -> Response | WorkerFailure:

@@ -2,15 +2,16 @@
 
 ``Attention`` is the one place where the image sequence may be split across ranks: with a
 sequence-parallel group of N ranks, self-attention receives ``S/N`` tokens per rank, exchanges
-``[B, S/N, H, D]`` for ``[B, S, H/N, D]`` with ``all_to_all_4D``, attends over the whole sequence
-for its heads, and exchanges back. Cross-attention needs no exchange: the prompt tokens are
-replicated on every rank. Norms and the gated activation are ``CustomOp`` layers, so a
-platform's registered forwards run inside these blocks.
+``[B, S/N, H, D]`` for ``[B, S, H/N, D]`` with its communicator's ``all_to_all_4D`` (the
+platform's all-to-all communicator, see ``Platform.get_all_to_all_communicator_cls()``), attends
+over the whole sequence for its heads, and exchanges back. Cross-attention needs no exchange:
+the prompt tokens are replicated on every rank. Norms and the gated activation are ``CustomOp``
+layers, so a platform's registered forwards run inside these blocks.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -18,7 +19,8 @@ import torch.nn.functional as F  # noqa: N812
 from cardcage.diffusion.runtime.layers.activation import SiluAndMul
 from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 
-from .distributed import all_to_all_4D, group_size
+if TYPE_CHECKING:
+    from cardcage.diffusion.runtime.distributed import DeviceCommunicatorBase
 
 __all__ = ["Attention", "FeedForward"]
 
@@ -26,7 +28,8 @@ __all__ = ["Attention", "FeedForward"]
 class Attention(torch.nn.Module):  # type: ignore[misc]
     """Multi-head attention with per-head RMS-normalized queries and keys.
 
-    ``context_dim=None`` builds self-attention (sequence-parallel when ``sp_group`` is set);
+    ``context_dim=None`` builds self-attention (sequence-parallel when ``communicator`` spans
+    more than one rank);
     otherwise keys and values come from ``context`` (cross-attention).
     """
 
@@ -46,8 +49,9 @@ class Attention(torch.nn.Module):  # type: ignore[misc]
         self.to_out = torch.nn.Linear(dim, dim)
         self.norm_q = RMSNorm(self.head_dim, eps)
         self.norm_k = RMSNorm(self.head_dim, eps)
-        #: The sequence-parallel process group (self-attention only); None means one rank.
-        self.sp_group: Any = None
+        #: The all-to-all communicator of the sequence-parallel group (self-attention only);
+        #: None means one rank.
+        self.communicator: DeviceCommunicatorBase | None = None
 
     def forward(
         self,
@@ -64,21 +68,20 @@ class Attention(torch.nn.Module):  # type: ignore[misc]
         mask = None
         if context_mask is not None:
             mask = context_mask[:, None, None, :]
-        parallel = (
-            not self.is_cross_attention
-            and self.sp_group is not None
-            and group_size(self.sp_group) > 1
-        )
+        comm = self.communicator
+        parallel = not self.is_cross_attention and comm is not None and comm.world_size > 1
         if parallel:
+            assert comm is not None
             if mask is not None:
                 raise ValueError("sequence-parallel self-attention does not take a key mask")
             # [B, S/N, H, D] -> [B, S, H/N, D]: the whole sequence, this rank's heads.
-            q, k, v = (all_to_all_4D(t, 2, 1, self.sp_group) for t in (q, k, v))
+            q, k, v = (comm.all_to_all_4D(t, 2, 1) for t in (q, k, v))
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask
         ).transpose(1, 2)
         if parallel:
-            out = all_to_all_4D(out, 1, 2, self.sp_group)
+            assert comm is not None
+            out = comm.all_to_all_4D(out, 1, 2)
         return self.to_out(out.reshape(batch, seq, dim))
 
 

@@ -5,16 +5,17 @@ positions. Each block modulates its norms with the timestep-plus-pooled-prompt v
 runs self-attention over the image tokens, cross-attention to the prompt tokens and a SwiGLU
 feed-forward. The output is the flow-matching velocity, shaped like the latents.
 
-With a sequence-parallel group (``set_sequence_parallel_group``) each rank keeps its contiguous
-slice of the image tokens from the patch embedding to the final projection; only self-attention
-exchanges data (see ``attention``) and the slices are gathered at the end, so every rank returns
-the full velocity.
+With a sequence-parallel communicator (``set_sequence_parallel_communicator``, the platform's
+all-to-all communicator over the sequence-parallel group) each rank keeps its contiguous slice of
+the image tokens from the patch embedding to the final projection; only self-attention exchanges
+data (through the communicator, see ``attention``) and the slices are gathered at the end over
+the communicator's group, so every rank returns the full velocity.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -23,7 +24,10 @@ from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 
 from .attention import Attention, FeedForward
 from .config import TinyDiTConfig
-from .distributed import all_gather_sequence, group_rank, group_size
+from .distributed import all_gather_sequence
+
+if TYPE_CHECKING:
+    from cardcage.diffusion.runtime.distributed import DeviceCommunicatorBase
 
 __all__ = ["TinyDiT", "sincos_positions_2d", "timestep_embedding"]
 
@@ -87,25 +91,42 @@ class TinyDiT(torch.nn.Module):  # type: ignore[misc]
         self.norm_out = RMSNorm(dim, config.norm_eps)
         self.out_modulation = torch.nn.Linear(dim, 2 * dim)
         self.proj_out = torch.nn.Linear(dim, c * p * p)
-        self._sp_group: Any = None
+        self._communicator: DeviceCommunicatorBase | None = None
 
     # -- sequence parallelism -------------------------------------------------------------------
     @property
-    def sp_group(self) -> Any:
-        return self._sp_group
+    def communicator(self) -> DeviceCommunicatorBase | None:
+        """The sequence-parallel all-to-all communicator; None: one rank."""
+        return self._communicator
 
-    def set_sequence_parallel_group(self, group: Any) -> None:
-        """Split the image tokens across ``group`` (None: one rank) in every self-attention."""
-        if group is not None and group_size(group) > 1:
-            world = group_size(group)
+    @property
+    def sp_group(self) -> Any:
+        """The sequence-parallel process group (the communicator's); None: one rank."""
+        return None if self._communicator is None else self._communicator.group
+
+    @property
+    def sp_world_size(self) -> int:
+        return 1 if self._communicator is None else self._communicator.world_size
+
+    @property
+    def sp_rank(self) -> int:
+        return 0 if self._communicator is None else self._communicator.rank
+
+    def set_sequence_parallel_communicator(
+        self, communicator: DeviceCommunicatorBase | None
+    ) -> None:
+        """Split the image tokens across ``communicator``'s ranks (None: one rank); every
+        self-attention exchanges them through ``communicator.all_to_all_4D``."""
+        if communicator is not None and communicator.world_size > 1:
+            world = communicator.world_size
             if self.config.num_heads % world:
                 raise ValueError(
                     f"num_heads ({self.config.num_heads}) must be divisible by the "
                     f"sequence-parallel size ({world})"
                 )
-        self._sp_group = group
+        self._communicator = communicator
         for block in self.blocks:
-            block.attn.sp_group = group
+            block.attn.communicator = communicator
 
     # -- patches --------------------------------------------------------------------------------
     def patchify(self, latents: torch.Tensor) -> torch.Tensor:
@@ -140,19 +161,20 @@ class TinyDiT(torch.nn.Module):  # type: ignore[misc]
             )
         x = self.patch_embed(self.patchify(latents))
         x = x + sincos_positions_2d(h // p, w // p, x.shape[-1]).to(x.device, x.dtype)
-        world = group_size(self._sp_group)
+        world = self.sp_world_size
         if world > 1:
             if x.shape[1] % world:
                 raise ValueError(
                     f"{x.shape[1]} image tokens cannot be split across {world} ranks; choose a "
                     "height and width whose token count is a multiple of the number of ranks"
                 )
-            x = x.chunk(world, dim=1)[group_rank(self._sp_group)]
+            x = x.chunk(world, dim=1)[self.sp_rank]
         t = timestep_embedding(timestep, self.config.timestep_dim).to(x.dtype)
         cond = self.time_out(F.silu(self.time_in(t))) + self.prompt_in(pooled)
         for block in self.blocks:
             x = block(x, cond, context, context_mask)
         shift, scale = self.out_modulation(F.silu(cond)).unsqueeze(1).chunk(2, dim=-1)
         x = self.proj_out(self.norm_out(x) * (1 + scale) + shift)
-        x = all_gather_sequence(x, dim=1, group=self._sp_group)
+        if world > 1:
+            x = all_gather_sequence(x, dim=1, group=self.sp_group)
         return self.unpatchify(x, h, w)

@@ -18,12 +18,11 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cardcage.diffusion.errors import InvalidPipelineConfigError
-from cardcage.diffusion.runtime.models.distributed import group_size
 from cardcage.diffusion.runtime.models.tiny_dit import (
     DEFAULT_MODEL_ID,
     TinyDiffusionModel,
@@ -33,6 +32,9 @@ from cardcage.diffusion.runtime.models.tiny_dit import (
 from .errors import GenerationParamsError
 from .png import encode_png_rgb, write_png_rgb
 from .sampler import FlowMatchEulerSampler, apply_guidance
+
+if TYPE_CHECKING:
+    from cardcage.diffusion.runtime.distributed import DeviceCommunicatorBase
 
 __all__ = ["GeneratedImage", "StepCallback", "TinyDiffusionPipeline", "resolve_dtype"]
 
@@ -106,6 +108,17 @@ class _Request:
     seed: int
 
 
+def _platform_communicator(group: Any, device: torch.device) -> DeviceCommunicatorBase:
+    """The current platform's all-to-all communicator for ``group`` on ``device``."""
+    from cardcage.diffusion.runtime.distributed.resolve import (
+        resolve_all_to_all_communicator_cls,
+    )
+    from cardcage.diffusion.runtime.platforms import get_current_platform
+
+    cls = resolve_all_to_all_communicator_cls(get_current_platform())
+    return cls(group, device=device, unique_name="sp")
+
+
 class TinyDiffusionPipeline:
     """The built-in text-to-image pipeline; one instance per worker, reused across requests."""
 
@@ -115,11 +128,19 @@ class TinyDiffusionPipeline:
         *,
         model_path: str = DEFAULT_MODEL_ID,
         sp_group: Any = None,
+        communicator: DeviceCommunicatorBase | None = None,
     ) -> None:
         self.model = model
         self.model_path = model_path
         self.sampler = FlowMatchEulerSampler(shift=model.config.flow_shift)
-        self.model.transformer.set_sequence_parallel_group(sp_group)
+        if sp_group is not None:
+            if communicator is not None:
+                raise ValueError(
+                    "pass either communicator= (built for the sequence-parallel group) or "
+                    "sp_group= (wrapped in the platform's all-to-all communicator), not both"
+                )
+            communicator = _platform_communicator(sp_group, model.device)
+        self.model.transformer.set_sequence_parallel_communicator(communicator)
 
     @classmethod
     def build(
@@ -129,18 +150,23 @@ class TinyDiffusionPipeline:
         dtype: torch.dtype | str | None = None,
         *,
         sp_group: Any = None,
+        communicator: DeviceCommunicatorBase | None = None,
     ) -> TinyDiffusionPipeline:
         """Load ``model_path`` onto ``device`` (default: the current platform's local device).
 
-        ``sp_group``: a torch.distributed group whose ranks split the image tokens (Ulysses
-        sequence parallelism); every rank of the group calls ``generate`` with the same request.
+        ``communicator``: the all-to-all communicator of a sequence-parallel group whose ranks
+        split the image tokens (Ulysses sequence parallelism); every rank of the group calls
+        ``generate`` with the same request. ``sp_group``: the same with a bare torch.distributed
+        group, wrapped in the current platform's all-to-all communicator. Neither: one rank.
         """
         if device is None:
             from cardcage.diffusion.runtime.platforms import get_current_platform
 
             device = get_current_platform().get_local_torch_device()
         model = load_model(model_path, device=device, dtype=resolve_dtype(dtype))
-        return cls(model, model_path=os.fspath(model_path), sp_group=sp_group)
+        return cls(
+            model, model_path=os.fspath(model_path), sp_group=sp_group, communicator=communicator
+        )
 
     @property
     def device(self) -> torch.device:
@@ -209,7 +235,7 @@ class TinyDiffusionPipeline:
 
     def _check_split(self, height: int, width: int) -> None:
         """Every rank of the sequence-parallel group must get the same number of image tokens."""
-        world = group_size(self.model.transformer.sp_group)
+        world = self.model.transformer.sp_world_size
         if world == 1:
             return
         multiple = self.model.config.pixel_multiple

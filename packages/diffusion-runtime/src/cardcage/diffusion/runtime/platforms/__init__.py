@@ -18,7 +18,14 @@ if TYPE_CHECKING:
         get_selection_record,
         initialize_current_platform,
     )
-    from .interface import CpuArchEnum, DeviceCapability, Platform, PlatformEnum
+    from .interface import (
+        AttentionBackendEnum,
+        CpuArchEnum,
+        DeviceCapability,
+        Platform,
+        PlatformEnum,
+        UnspecifiedPlatform,
+    )
     from .policy import BUILTIN_PLATFORM_NAMES
 
 PLATFORM_PLUGINS_GROUP = "sglang.multimodal_gen.platforms"
@@ -28,20 +35,24 @@ _EXPORTS = {
     "get_selected_platform_dist": "current",
     "get_selection_record": "current",
     "initialize_current_platform": "current",
+    "AttentionBackendEnum": "interface",
     "CpuArchEnum": "interface",
     "DeviceCapability": "interface",
     "Platform": "interface",
     "PlatformEnum": "interface",
+    "UnspecifiedPlatform": "interface",
     "BUILTIN_PLATFORM_NAMES": "policy",
 }
 
 __all__ = [
     "BUILTIN_PLATFORM_NAMES",
     "PLATFORM_PLUGINS_GROUP",
+    "AttentionBackendEnum",
     "CpuArchEnum",
     "DeviceCapability",
     "Platform",
     "PlatformEnum",
+    "UnspecifiedPlatform",
     "current_platform",
     "get_current_platform",
     "get_selected_platform_dist",

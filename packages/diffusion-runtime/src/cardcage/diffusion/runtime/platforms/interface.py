@@ -9,11 +9,16 @@ the methods of the Active contract its hardware needs; the defaults below raise 
 runtime) checks external platforms against its ``OOT`` member, so both runtimes use one enum.
 Device operations come from ``cardcage.platforms.DeviceMixin``.
 
+The communicator hooks answer qualified names (strings) for the same reason: the communicator
+classes import torch, and ``cardcage.diffusion.runtime.distributed`` resolves the name in the
+worker that builds one.
+
 Import-safe: no torch at module scope.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from cardcage.platforms._torch import require_torch
@@ -24,9 +29,27 @@ from cardcage.platforms.device_mixin import (
     PlatformEnum,
 )
 
-__all__ = ["CpuArchEnum", "DeviceCapability", "Platform", "PlatformEnum"]
+__all__ = [
+    "BASE_DEVICE_COMMUNICATOR",
+    "AttentionBackendEnum",
+    "CpuArchEnum",
+    "DeviceCapability",
+    "Platform",
+    "PlatformEnum",
+    "UnspecifiedPlatform",
+]
 
 _GIB = 1 << 30
+
+_COMMUNICATORS = "cardcage.diffusion.runtime.distributed.device_communicators"
+BASE_DEVICE_COMMUNICATOR = f"{_COMMUNICATORS}.base_device_communicator.DeviceCommunicatorBase"
+"""The base answer of ``get_device_communicator_cls()``: no device-specific communicator."""
+
+_DEVICE_COMMUNICATORS = {
+    PlatformEnum.CPU: f"{_COMMUNICATORS}.cpu_communicator.CpuCommunicator",
+    PlatformEnum.CUDA: f"{_COMMUNICATORS}.cuda_communicator.CudaCommunicator",
+    PlatformEnum.ROCM: f"{_COMMUNICATORS}.cuda_communicator.CudaCommunicator",
+}
 
 _DIST_BACKENDS = {
     PlatformEnum.CUDA: "nccl",
@@ -37,6 +60,42 @@ _DIST_BACKENDS = {
     PlatformEnum.MPS: "gloo",
     PlatformEnum.CPU: "gloo",
 }
+
+
+class AttentionBackendEnum(enum.Enum):
+    """The attention implementations a platform may pick in ``get_attn_backend_cls_str()``.
+
+    ``str()`` is the lower-case name (``"torch_sdpa"``), the spelling of server arguments.
+    """
+
+    FA2 = enum.auto()
+    FA = enum.auto()
+    SLIDING_TILE_ATTN = enum.auto()
+    TORCH_SDPA = enum.auto()
+    SAGE_ATTN = enum.auto()
+    SAGE_ATTN_3 = enum.auto()
+    VIDEO_SPARSE_ATTN = enum.auto()
+    VMOBA_ATTN = enum.auto()
+    AITER = enum.auto()
+    AMX = enum.auto()
+    NO_ATTENTION = enum.auto()
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @property
+    def is_sparse(self) -> bool:
+        """Whether the backend attends to a sparse subset of the key positions."""
+        return self in _SPARSE_ATTENTION
+
+
+_SPARSE_ATTENTION = frozenset(
+    {
+        AttentionBackendEnum.SLIDING_TILE_ATTN,
+        AttentionBackendEnum.VIDEO_SPARSE_ATTN,
+        AttentionBackendEnum.VMOBA_ATTN,
+    }
+)
 
 
 def _oot_missing(what: str) -> NotImplementedError:
@@ -116,6 +175,36 @@ class Platform(DeviceMixin):
         """Whether ``init_process_group`` may be given ``device_id=``."""
         return self._enum in (PlatformEnum.CUDA, PlatformEnum.ROCM)
 
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        """[Compatibility] Qualified name of this device's communicator class.
+
+        Kept as the fallback ``get_all_to_all_communicator_cls()`` uses, for existing platform
+        subclasses; new out-of-tree platforms override ``get_all_to_all_communicator_cls()``.
+        CPU -> ``CpuCommunicator``, CUDA/ROCm -> ``CudaCommunicator``, anything else the base.
+        """
+        return _DEVICE_COMMUNICATORS.get(cls._enum, BASE_DEVICE_COMMUNICATOR)
+
+    @classmethod
+    def get_all_to_all_communicator_cls(cls) -> str:
+        """Qualified name of the ``DeviceCommunicatorBase`` subclass that runs ``all_to_all_4D``.
+
+        It controls that exchange only (the sequence-parallel all-to-all around attention): the
+        other collectives, graph capture and synchronization go to ``torch.distributed``
+        directly. The default answers ``get_device_communicator_cls()``; an out-of-tree platform
+        whose answer is still the base communicator must override this method.
+        """
+        qualname = cls.get_device_communicator_cls()
+        if cls._enum is PlatformEnum.OOT and qualname == BASE_DEVICE_COMMUNICATOR:
+            raise NotImplementedError(
+                "Out-of-tree diffusion platforms must implement "
+                f"get_all_to_all_communicator_cls(): {cls.__module__}.{cls.__qualname__} names "
+                "no all-to-all communicator. Override it to return the qualified name of a "
+                f"DeviceCommunicatorBase subclass, e.g. '{_DEVICE_COMMUNICATORS[PlatformEnum.CPU]}'"
+                " for a gloo process group."
+            )
+        return qualname
+
     def get_device_capability(self, device_id: int = 0) -> DeviceCapability | None:
         """The compute capability; None (the default) where the notion does not apply."""
         return None
@@ -150,3 +239,11 @@ class Platform(DeviceMixin):
 
     def device_shares_host_memory(self) -> bool:
         return False
+
+
+class UnspecifiedPlatform(Platform):
+    """The placeholder platform: no device, every device operation unavailable."""
+
+    _enum = PlatformEnum.UNSPECIFIED
+    device_name = ""
+    device_type = ""
