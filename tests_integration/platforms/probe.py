@@ -17,6 +17,7 @@ WATCHED = ("cc_plat", "cardcage_demo", "cc_fixture")
 def _error(exc: BaseException) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
+        "bases": [klass.__name__ for klass in type(exc).__mro__[1:]],
         "message": str(exc),
         "plugin": getattr(exc, "plugin", None),
         "distribution": getattr(exc, "distribution", None),

@@ -149,8 +149,11 @@ def test_a_raising_activate_aborts_start_up_instead_of_falling_back() -> None:
 
 def test_an_activate_returning_a_non_string_is_rejected() -> None:
     report = start(["cc-plat-nonstring"])
-    assert report["error"]["type"] == "PlatformActivationError"
-    assert "int" in report["error"]["message"]
+    error = report["error"]
+    assert error["type"] == "InvalidActivateResultError"
+    assert {"PlatformActivationError", "TypeError"} <= set(error["bases"])
+    assert error["distribution"] == "cc-plat-nonstring"
+    assert "int" in error["message"]
 
 
 def test_doctor_strict_fails_on_two_activatable_platforms_and_passes_once_one_is_selected() -> None:
