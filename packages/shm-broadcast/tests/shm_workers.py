@@ -93,6 +93,54 @@ def writer_then_hang(n: int, chunk: int, chunks: int, conn: Connection) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class CopyInterruptedError(Exception):
+    """Raised inside the writer's copy into the ring, like a KeyboardInterrupt would be."""
+
+
+class _StallingView:
+    """Stands in for the writer's view of the ring: the ``stall_at``-th copy into it reports
+    ``"midway"`` and waits for a command; it never returns when killed, and raises
+    ``CopyInterruptedError`` on ``"raise"``. Earlier pieces of the message are published by then."""
+
+    def __init__(self, raw: memoryview, stall_at: int, conn: Connection) -> None:
+        self.raw = raw
+        self.calls = 0
+        self.stall_at = stall_at
+        self.conn = conn
+
+    def __setitem__(self, key: slice, value: Any) -> None:
+        self.calls += 1
+        if self.calls == self.stall_at:
+            self.conn.send("midway")
+            if self.conn.recv() == "raise":
+                raise CopyInterruptedError
+        self.raw[key] = value
+
+
+def writer_stalls_mid_stream(
+    chunk: int, first: bytes, size: int, stall_at: int, conn: Connection
+) -> None:
+    """Publish ``first`` whole, then start a ``size``-byte raw message and stall on the
+    ``stall_at``-th copy into the ring. On ``"raise"`` the copy fails, and the writer goes on
+    with ``b"after"``; otherwise it waits to be killed."""
+    q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=4)
+    conn.send(q.export_handle())
+    q.wait_until_ready(timeout=30)
+    q.enqueue(first, timeout=30)
+    writer = q._writer
+    assert writer is not None
+    raw = writer.raw
+    writer.raw = _StallingView(raw, stall_at, conn)  # type: ignore[assignment]
+    try:
+        q.enqueue(os.urandom(size), timeout=30)
+    except CopyInterruptedError:
+        writer.raw = raw
+        q.enqueue(b"after", timeout=30)
+        conn.send("after")
+    conn.recv()  # until told to finish
+    q.close()
+
+
 def forked_child_drops_writer(q: MessageQueue, conn: Connection) -> None:
     """In a forked child: close and drop an inherited writer object, then exit normally."""
     try:

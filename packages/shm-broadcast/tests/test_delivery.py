@@ -123,6 +123,23 @@ def test_handle_is_small_plain_data() -> None:
         assert pickle.loads(pickle.dumps(handle)) == handle
 
 
+def test_streamed_multi_slot_messages_arrive_whole(spawn: SpawnContext) -> None:
+    # 1 MiB slots: fragments of 1 MiB are streamed piece by piece, short tails are not; two
+    # readers copy pieces out while the writer is still copying the rest in.
+    sizes = ((2 << 20) + 5, 3 << 20, (1 << 20) + (300 << 10), 700 << 10, 100)
+    messages: list[object] = [os.urandom(n) for n in sizes]
+    with MessageQueue(2, 2, max_chunk_bytes=1 << 20, max_chunks=2) as q:
+        conns, procs = _run_readers(spawn, q, shm_workers.read_all, len(messages))
+        q.wait_until_ready(timeout=30)
+        for m in messages:
+            q.enqueue(m, timeout=30)
+        expected = [shm_workers.digest(m) for m in messages]
+        for conn, p in zip(conns, procs, strict=True):
+            assert conn.recv() == expected
+            p.join(30)
+            assert p.exitcode == 0
+
+
 def test_large_raw_messages_arrive_whole_through_a_two_slot_ring(spawn: SpawnContext) -> None:
     # Megabyte messages in a 4 MiB x 2 ring: the writer keeps waiting for both readers.
     messages: list[object] = [os.urandom(n) for n in (600 << 10, (1 << 20) + 1, 4 << 20)]

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from multiprocessing.context import SpawnContext
 
 import pytest
@@ -65,6 +67,88 @@ def test_sigkilled_writer_lets_readers_drain_every_published_message_then_raises
         q.dequeue(timeout=30)
     assert info.value.pid == writer.pid
     assert info.value.delivered == 3
+    q.close()
+
+
+@pytest.mark.parametrize(
+    ("size", "stall_at"),
+    [
+        pytest.param(900 << 10, 3, id="one-slot-message-two-pieces-in"),
+        pytest.param((2 << 20) + 5, 10, id="second-fragment-one-piece-in"),
+    ],
+)
+def test_writer_killed_while_streaming_a_message_never_delivers_its_pieces(
+    spawn: SpawnContext, size: int, stall_at: int
+) -> None:
+    # Raw messages this large are streamed: the writer publishes each piece as it copies it
+    # and the reader copies pieces out before the message is complete. A writer that dies
+    # half-way must cost the reader that message (WriterDiedError), never a truncated bytes.
+    first = os.urandom(300 << 10)
+    parent, child = spawn.Pipe()
+    writer = spawn.Process(
+        target=shm_workers.writer_stalls_mid_stream, args=(1 << 20, first, size, stall_at, child)
+    )
+    writer.start()
+    q = MessageQueue.create_from_handle(parent.recv(), 0)
+    q.wait_until_ready(timeout=30)
+    assert q.dequeue(timeout=30) == first
+    assert parent.recv() == "midway"
+    reader = q._reader
+    assert reader is not None
+    k = reader.seq + 1 + (size > 1 << 20)  # the fragment being streamed
+    d = reader.desc_words[(k - 1) % reader.n_slots]
+    # streaming started and pieces are in, but the fragment is not published
+    assert reader.u[d + 3] == k
+    assert reader.u[d + 4] > 0
+    assert reader.u[d] != k
+    os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    writer.join(10)
+    with pytest.raises(WriterDiedError) as info:
+        q.dequeue(timeout=30)
+    assert info.value.delivered == 1
+    q.close()
+
+
+@pytest.mark.parametrize(
+    ("size", "stall_at"),
+    [
+        pytest.param(900 << 10, 3, id="one-slot-message"),
+        pytest.param((2 << 20) + 5, 10, id="second-fragment"),
+    ],
+)
+def test_exception_while_streaming_drops_the_message_readers_already_copied_pieces_of(
+    spawn: SpawnContext, size: int, stall_at: int
+) -> None:
+    # The reader copies the pieces streamed so far (for the multi-slot message also a whole
+    # first fragment) and goes to sleep waiting for more; then the writer's copy raises. The
+    # reader must drop that message and get the next one, never its pieces completed with
+    # other bytes.
+    first = os.urandom(300 << 10)
+    parent, child = spawn.Pipe()
+    writer = spawn.Process(
+        target=shm_workers.writer_stalls_mid_stream, args=(1 << 20, first, size, stall_at, child)
+    )
+    writer.start()
+    q = MessageQueue.create_from_handle(parent.recv(), 0)
+    q.wait_until_ready(timeout=30)
+    assert q.dequeue(timeout=30) == first
+    assert parent.recv() == "midway"
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(q.dequeue(timeout=30)))
+    thread.start()
+    reader = q._reader
+    assert reader is not None
+    give_up = time.monotonic() + 30
+    while not reader.u[reader.line + 1]:  # parked: it copied what was there and sleeps
+        assert time.monotonic() < give_up, "the reader never went to sleep mid-message"
+        time.sleep(0.001)
+    parent.send("raise")
+    thread.join(30)
+    assert got == [b"after"]
+    assert parent.recv() == "after"
+    parent.send("done")
+    writer.join(30)
+    assert writer.exitcode == 0
     q.close()
 
 

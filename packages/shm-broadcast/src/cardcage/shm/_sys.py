@@ -1,4 +1,5 @@
-"""Operating-system primitives: futex park/wake, a full memory fence, process identity.
+"""Operating-system primitives: futex park/wake, a full memory fence, process identity, and
+the raw-memory helpers the ring's streaming copy-out needs (``memmove``, uninitialised ``bytes``).
 
 Everything here is Linux-first with safe fallbacks: without a usable ``futex`` syscall
 (non-Linux, unknown ISA) ``futex_wait`` degrades to a short sleep, so waits stay correct (every
@@ -16,11 +17,15 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = [
     "FUTEX_AVAILABLE",
+    "NEW_BYTES",
     "WEAKLY_ORDERED",
     "fence",
+    "memmove",
+    "new_bytes",
     "futex_wait",
     "futex_wake",
     "process_start_time",
@@ -62,6 +67,43 @@ FUTEX_AVAILABLE = _syscall is not None
 # A lock acquire+release is a locked read-modify-write on x86 (a full barrier) and an
 # acquire/release pair of exclusive accesses on aarch64. See the ring module's docstring.
 fence_lock = threading.Lock()
+
+
+def _load_bytes_api() -> tuple[Callable[[None, int], bytes], Callable[[bytes], int]] | None:
+    api = getattr(ctypes, "pythonapi", None)  # CPython only
+    if api is None:  # pragma: no cover - other interpreters
+        return None
+    new = api.PyBytes_FromStringAndSize
+    new.restype = ctypes.py_object
+    new.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+    addr = api.PyBytes_AsString
+    addr.restype = ctypes.c_void_p
+    addr.argtypes = (ctypes.py_object,)
+    return new, addr
+
+
+_bytes_api = _load_bytes_api()
+#: whether :func:`new_bytes` works here
+NEW_BYTES = _bytes_api is not None
+
+#: ``memmove(dst, src, n)`` on raw addresses; releases the GIL while it copies.
+memmove = ctypes.memmove
+
+
+def new_bytes(n: int) -> tuple[bytes, int] | None:
+    """A fresh, uninitialised ``bytes`` of length ``n`` (> 1) and the address of its buffer.
+
+    The caller owns the only reference and must fill all ``n`` bytes before anyone else sees the
+    object (exactly what C code does with ``PyBytes_FromStringAndSize(NULL, n)``): it lets a
+    reader copy a message out of shared memory piece by piece, straight into the ``bytes`` it
+    returns, with no zero-fill and no second copy. ``None`` where the C API is not reachable
+    (not CPython); callers then copy the finished message in one go.
+    """
+    if _bytes_api is None or n < 2:  # lengths 0 and 1 are shared singletons: never write them
+        return None
+    new, addr = _bytes_api
+    obj = new(None, n)
+    return obj, addr(obj)
 
 
 def fence() -> None:

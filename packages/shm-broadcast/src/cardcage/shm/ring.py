@@ -16,7 +16,8 @@ Layout (every field an 8-byte little-endian word, every group on its own 64-byte
                       line 1: closed, ready, creator pid namespace
                       line 2: writer-parked flag
     page 1+  readers  one line per reader: read_seq, parked, pid, start time, state, pid ns
-    page k   slots    one line per slot:   seq, info (nbytes | flags << 56), total length
+    page k   slots    one line per slot:   seq, info (nbytes | flags << 56), total length,
+                                           pseq, pbytes (streaming progress, see below)
     page m   data     n_slots * stride bytes (stride = max_chunk_bytes rounded up to 64)
 
 Protocol. Message fragments are numbered 1, 2, 3, ... ; fragment ``k`` lives in slot
@@ -26,6 +27,20 @@ copies the bytes, stores ``info`` (length and flags), then stores ``seq = k`` (t
 A reader waiting for ``k`` polls ``seq`` of that slot; once it equals ``k`` it reads the
 descriptor and the bytes, then stores its own ``read_seq = k`` (the release). Every word has
 exactly one writing process, so no atomic read-modify-write is needed anywhere.
+
+Streaming. A raw (unpickled) fragment of at least ``_STREAM_MIN`` bytes is also published piece
+by piece so that readers copy it out while it is still being copied in (two copies overlap
+instead of running back to back). Before copying, the writer stores ``info``, then
+``pbytes = 0``, then ``pseq = k``; after each ``_PIECE`` bytes it stores ``pbytes`` = bytes copied
+so far; the final ``seq = k`` is the publish above and is the only thing that makes the fragment
+complete. A reader that loads ``pseq == k`` may then load ``pbytes`` and copy that many bytes:
+``pbytes = 0`` was stored before ``pseq = k`` and the slot cannot be reused for fragment
+``k + n_slots`` before this reader releases ``k``, so every ``pbytes`` it loads afterwards belongs
+to fragment ``k`` and never exceeds what was copied. The reader copies into the very ``bytes``
+object it will return (created uninitialised, see :func:`_sys.new_bytes`) and returns it only
+after loading ``seq == k`` and copying the rest; if the writer dies, the queue closes or the wait
+times out first, the half-filled object is dropped, never delivered. ``pseq`` and ``pbytes`` have
+one writer like every other word.
 
 Memory ordering. Two orderings carry the protocol: (1) the writer's data and descriptor stores
 must become visible before its ``seq`` store, and a reader's loads of them must not be satisfied
@@ -38,9 +53,11 @@ order is memory order for (1) and (2) with no fence. 8-byte aligned word stores 
 CPUs (aarch64, ppc64le, riscv) both orderings need barriers: we call :func:`_sys.fence` (an
 uncontended ``threading.Lock`` acquire+release, i.e. acquire/release exclusive accesses, which
 glibc implements with full-barrier atomics) between the descriptor stores and the ``seq`` store,
-after the reader's ``seq`` load, and before its ``read_seq`` store. That is the same class of
-fence vLLM settled on (vllm#30407); it is not a formal C11 ``seq_cst`` fence, so the aarch64
-stress test is the proof we require before claiming support there.
+after the reader's ``seq`` load, and before its ``read_seq`` store; streaming adds the same
+pairs: a fence before ``pseq = k`` and before every ``pbytes`` and ``seq`` store on the writer's
+side, and after the reader's loads of ``pseq`` and of ``pbytes``/``seq`` before it copies. That
+is the same class of fence vLLM settled on (vllm#30407); it is not a formal C11 ``seq_cst``
+fence, so the aarch64 stress test is the proof we require before claiming support there.
 
 Parking needs a third, store-then-load, ordering that even x86 does not give: a waiter stores
 its ``parked`` flag and then (inside ``futex_wait``, which the kernel orders with a full barrier)
@@ -48,7 +65,10 @@ loads the word it waits on; the waker stores that word and then loads ``parked``
 barrier between the waker's store and load, both could miss each other (a lost wake-up). The
 waker therefore calls :func:`_sys.fence` (a locked RMW on x86: a full barrier) between the
 two. As defence in depth every park is bounded (``_PARK_S``), so even a lost wake costs at most
-one park interval, never liveness.
+one park interval, never liveness. A streamed fragment wakes parked readers twice: at
+``pseq = k`` (best effort: the futex word ``seq`` has not changed yet, so a reader that was
+about to sleep can miss it) and at ``seq = k`` (the ordinary, never-lost wake-up); a missed
+first wake only costs the overlap, since the reader then copies the whole fragment at once.
 """
 
 from __future__ import annotations
@@ -75,6 +95,7 @@ from .errors import (
     QueueClosedError,
     QueueTimeoutError,
     ReaderDiedError,
+    ShmBroadcastError,
     ShmSpaceError,
     WriterDiedError,
 )
@@ -87,7 +108,7 @@ SHM_DIR: Final = "/dev/shm"
 SHM_PREFIX: Final = "cardcage-shm-"
 
 _MAGIC: Final = 0x6361726463616765  # b"cardcage" as a big-endian u64
-_VERSION: Final = 1
+_VERSION: Final = 2  # 2: streamed fragments (stream seq and streamed-bytes words)
 _PAGE: Final = mmap.PAGESIZE
 _LINE: Final = 64
 _W: Final = 8  # words per line
@@ -102,6 +123,7 @@ _R_SEQ, _R_PARKED, _R_PID, _R_START, _R_STATE, _R_PIDNS = 0, 1, 2, 3, 4, 5
 _UNATTACHED, _ATTACHED, _DETACHED = 0, 1, 2
 # slot descriptor words
 _S_SEQ, _S_INFO, _S_TOTAL = 0, 1, 2  # total: whole message length, FIRST fragments only
+_S_PSEQ, _S_PBYTES = 3, 4  # a streamed fragment: its number, and how many bytes are in so far
 _FLAG_SHIFT: Final = 56
 NBYTES_MASK: Final = (1 << _FLAG_SHIFT) - 1
 
@@ -111,7 +133,16 @@ LAST: Final = 2
 PICKLED: Final = 4
 USER: Final = 8  # published through acquire_write: the whole slot is the payload
 OOB: Final = 16  # a pickle with out-of-band buffers (see _payload); always with PICKLED
+ABORTED: Final = 32  # a streamed fragment the writer gave up on: no data; drop its message
 
+#: Raw fragments at least this large are streamed: published piece by piece while the writer
+#: copies them in, so a reader copies piece i out while piece i+1 goes in. 128 KiB pieces
+#: measured best for 1 and 16 MiB messages (64 KiB and 256 KiB were no better; benchmarks/).
+_STREAM_MIN: Final = 256 << 10
+_PIECE: Final = 128 << 10
+_WHOLE: Final = -2  # RingReader.wait: only a fully published fragment will do
+_STARTED: Final = -1  # RingReader.wait: a fragment whose streaming has started will do
+_ABANDONED: Final = object()  # RingReader: the message being read was aborted by the writer
 _SPIN_S: Final = 20e-6  # tight polling before yielding (skipped when oversubscribed)
 _PARK_S: Final = 0.1  # longest single futex sleep: bounds any lost wake-up
 _LIVENESS_S: Final = 0.1  # how often a parked waiter checks its peer's pid
@@ -518,6 +549,67 @@ class RingWriter(_Endpoint):
                 _sys.futex_wake(self.base + d * 8)
                 break
 
+    def stream(self, slot: int, src: memoryview, flags: int) -> None:
+        """Copy fragment ``self.seq + 1`` into ``slot`` piece by piece, then publish it.
+
+        Readers may copy each piece out while the next one is copied in. Before the first piece
+        the descriptor gets the fragment's ``info``, ``pbytes = 0`` and then ``pseq = k``; after
+        each piece ``pbytes`` grows; ``seq = k`` publishes the whole fragment as usual. A parked
+        reader is woken at the start (best effort: the publish wakes it again if it missed it).
+        """
+        u = self.u
+        raw = self.raw
+        k = self.seq + 1
+        d = self.desc_words[slot]
+        off = self.data_offs[slot]
+        n = src.nbytes
+        u[d + _S_INFO] = n | (flags << _FLAG_SHIFT)
+        u[d + _S_PBYTES] = 0
+        if _WEAK:
+            _sys.fence()
+        u[d + _S_PSEQ] = k
+        _fence_acquire()
+        _fence_release()
+        for w in self.parked_words:
+            if u[w]:
+                _sys.futex_wake(self.base + d * 8)
+                break
+        piece = _PIECE
+        pos = 0
+        end = n - piece
+        try:
+            while pos < end:
+                nxt = pos + piece
+                raw[off + pos : off + nxt] = src[pos:nxt]
+                if _WEAK:
+                    _sys.fence()
+                u[d + _S_PBYTES] = pos = nxt
+            raw[off + pos : off + n] = src[pos:n]
+        except BaseException:
+            # Readers may already hold pieces of fragment k: publish it as aborted (no data) so
+            # they drop its message, and so that k is never reused for other bytes.
+            u[d + _S_INFO] = ABORTED << _FLAG_SHIFT
+            if _WEAK:
+                _sys.fence()
+            u[d] = k
+            self.seq = k
+            _sys.fence()
+            for w in self.parked_words:
+                if u[w]:
+                    _sys.futex_wake(self.base + d * 8)
+                    break
+            raise
+        if _WEAK:
+            _sys.fence()
+        u[d] = k
+        self.seq = k
+        _fence_acquire()
+        _fence_release()
+        for w in self.parked_words:
+            if u[w]:
+                _sys.futex_wake(self.base + d * 8)
+                break
+
     def send(self, data: bytes, flags: int, timeout: float | None) -> None:
         """Broadcast one message (the hot path: one slot, flattened; larger ones stream)."""
         n = len(data)
@@ -528,6 +620,9 @@ class RingWriter(_Endpoint):
         if k - self.n_slots > self.min_read:
             self.reserve(k, self._deadline(timeout), timeout)
         slot = (k - 1) % self.n_slots
+        if n >= _STREAM_MIN and not flags & PICKLED:
+            self.stream(slot, memoryview(data), flags | FIRST | LAST)
+            return
         off = self.data_offs[slot]
         self.raw[off : off + n] = data
         u = self.u
@@ -558,13 +653,17 @@ class RingWriter(_Endpoint):
             self.reserve(k, deadline, timeout)
             slot = (k - 1) % n_slots
             n = min(size, total - pos)
-            off = self.lay.data + slot * self.lay.stride
-            raw[off : off + n] = payload[pos : pos + n]
-            pos += n
-            last = LAST if pos >= total else 0
+            last = LAST if pos + n >= total else 0
             if first:
                 self.u[self.desc_words[slot] + _S_TOTAL] = total
-            self.publish(slot, n, flags | first | last)
+            if n >= _STREAM_MIN and not flags & PICKLED:
+                self.stream(slot, payload[pos : pos + n], flags | first | last)
+                pos += n
+            else:
+                off = self.data_offs[slot]
+                raw[off : off + n] = payload[pos : pos + n]
+                pos += n
+                self.publish(slot, n, flags | first | last)
             if last:
                 return
             first = 0
@@ -655,6 +754,10 @@ class RingReader(_Endpoint):
         # over its buffer without a copy), pickled ones in a scratch buffer reused across
         # messages, so large pickles do not pay fresh-allocation page faults on every receive.
         self.partial: io.BytesIO | memoryview | None = None
+        # A raw message being streamed straight into the ``bytes`` it will be returned as.
+        self.partial_raw: bytes | None = None
+        self.partial_addr = 0
+        self.stream = _sys.NEW_BYTES  # whether fragments may be copied out while streaming
         self.partial_pos = 0
         self.partial_flags = 0
         self.scratch = bytearray()
@@ -683,9 +786,14 @@ class RingReader(_Endpoint):
 
     # -- consuming -------------------------------------------------------------------------------
 
-    def wait(self, k: int, d: int, deadline: float | None, timeout: float | None) -> None:
-        """Return once fragment ``k`` is published in descriptor word ``d``."""
+    def wait(
+        self, k: int, d: int, deadline: float | None, timeout: float | None, have: int = _WHOLE
+    ) -> None:
+        """Return once fragment ``k`` is published in descriptor word ``d``, or, when ``have``
+        is not ``_WHOLE``, once it is being streamed with more than ``have`` bytes in."""
         u = self.u
+        p = d + _S_PSEQ
+        streaming = have != _WHOLE
         start = time.monotonic()
         spin_end, busy_end = start + self.spin_s, start + self.busy_s
         if deadline is not None and deadline < spin_end:
@@ -697,6 +805,11 @@ class RingReader(_Endpoint):
         while True:
             if u[d] == k:
                 return
+            if streaming and u[p] == k:
+                if _WEAK:
+                    _sys.fence()
+                if u[p + 1] > have:
+                    return
             if self.cancelled:
                 raise CancelledError
             now = time.monotonic()
@@ -707,7 +820,7 @@ class RingReader(_Endpoint):
                     _sys.fence()
                 if u[d] == k:
                     return
-                self.partial = None
+                self.partial = self.partial_raw = None
                 raise QueueClosedError
             if deadline is not None and now >= deadline:
                 raise QueueTimeoutError("dequeue (waiting for a message)", timeout or 0.0)
@@ -720,7 +833,7 @@ class RingReader(_Endpoint):
                         _sys.fence()
                     if u[d] == k:
                         return
-                    self.partial = None
+                    self.partial = self.partial_raw = None
                     self.ring.unlink()  # survivor cleanup: nobody else will remove the name
                     raise WriterDiedError(self.writer_pid, self.delivered)
                 next_check = now + _LIVENESS_S
@@ -738,7 +851,12 @@ class RingReader(_Endpoint):
             u[parked] = 1
             _sys.fence()
             observed = u[d]
-            if observed != k and not self.cancelled and not u[_H_CLOSED]:
+            if (
+                observed != k
+                and not (streaming and u[p] == k and u[p + 1] > have)
+                and not self.cancelled
+                and not u[_H_CLOSED]
+            ):
                 self.park_addr = addr
                 wait = _PARK_S if deadline is None else min(_PARK_S, deadline - now)
                 _sys.futex_wait(addr, observed, wait)
@@ -763,15 +881,22 @@ class RingReader(_Endpoint):
         k = self.seq + 1
         slot = (k - 1) % self.n_slots
         d = self.desc_words[slot]
-        if u[d] != k:
-            self.wait(k, d, self._deadline(timeout), timeout)
+        if u[d] != k and (not self.stream or u[d + _S_PSEQ] != k):
+            self.wait(k, d, self._deadline(timeout), timeout, _STARTED if self.stream else _WHOLE)
+        whole = u[d] == k  # loaded before info: if set, info is final; else it is streaming
         if _WEAK:
             _sys.fence()
         info = u[d + 1]
-        if info >> 56 & 3 == 3 and self.partial is None:  # FIRST | LAST: the whole message
+        # FIRST | LAST: the whole message
+        if info >> 56 & 3 == 3 and self.partial is None and self.partial_raw is None:
             off = self.data_offs[slot]
             end = off + (info & NBYTES_MASK)
-            if info >> 56 & PICKLED:
+            if not whole:  # being streamed: copy the pieces out as they arrive
+                obj = self._stream_out(k, d, off, info, False, self._deadline(timeout), timeout)
+                if obj is _ABANDONED:
+                    self.release(k)
+                    return self._read_fragments(timeout)
+            elif info >> 56 & PICKLED:
                 with self.raw[off:end] as view:
                     obj = loads_oob(view) if info >> 56 & OOB else pickle.loads(view)
             else:
@@ -788,49 +913,167 @@ class RingReader(_Endpoint):
             return obj
         return self._read_fragments(timeout)
 
+    def _stream_out(
+        self,
+        k: int,
+        d: int,
+        off: int,
+        info: int,
+        whole: bool,
+        deadline: float | None,
+        timeout: float | None,
+    ) -> Any:
+        """Read fragment ``k``, a whole message, copying a raw one out as it streams in.
+
+        ``whole``: ``seq == k`` was loaded before ``info``. Returns ``_ABANDONED`` if the writer
+        aborted the fragment.
+        """
+        made = None if info >> _FLAG_SHIFT & PICKLED else _sys.new_bytes(info & NBYTES_MASK)
+        if made is None:  # only raw fragments are streamed; anything else is read whole
+            if not whole:
+                self.wait(k, d, deadline, timeout)
+                if _WEAK:
+                    _sys.fence()
+                info = self.u[d + _S_INFO]
+                if info >> _FLAG_SHIFT & ABORTED:
+                    return _ABANDONED
+            n = info & NBYTES_MASK
+            if info >> _FLAG_SHIFT & PICKLED:
+                with self.raw[off : off + n] as view:
+                    return loads_oob(view) if info >> _FLAG_SHIFT & OOB else pickle.loads(view)
+            return self.raw[off : off + n].tobytes()
+        obj, addr = made
+        if not self._copy_streamed(k, d, off, addr, info, deadline, timeout):
+            return _ABANDONED
+        return obj
+
+    def _copy_streamed(
+        self,
+        k: int,
+        d: int,
+        off: int,
+        dst: int,
+        info: int,
+        deadline: float | None,
+        timeout: float | None,
+    ) -> bool:
+        """Copy the bytes of fragment ``k`` (slot data at ``off``; length and flags ``info``,
+        loaded after ``pseq == k`` or ``seq == k``) to address ``dst``, each piece as soon as the
+        writer has published it, the rest once ``seq == k``. False if the writer aborted it.
+
+        From ``pseq == k`` on, every value of ``pbytes`` this reader loads belongs to fragment
+        ``k``, since the slot cannot be reused before this reader releases ``k``.
+        """
+        n = info & NBYTES_MASK
+        if n > self.slot_bytes:
+            raise self._corrupt(k, f"claims {n} bytes in a {self.slot_bytes}-byte slot")
+        u = self.u
+        src = self.base + off
+        b = d + _S_PBYTES
+        have = 0
+        memmove = _sys.memmove
+        while True:
+            if u[d] == k:
+                if _WEAK:
+                    _sys.fence()
+                if u[d + _S_INFO] != info:  # published as ABORTED instead
+                    return False
+                if n > have:
+                    memmove(dst + have, src + have, n - have)
+                return True
+            avail = min(u[b], n)
+            if _WEAK:
+                _sys.fence()
+            if avail > have:
+                memmove(dst + have, src + have, avail - have)
+                have = avail
+            else:
+                self.wait(k, d, deadline, timeout, have)
+
+    def _corrupt(self, k: int, what: str) -> ShmBroadcastError:
+        return ShmBroadcastError(
+            f"shm segment {self.ring.name}: fragment {k} {what}; the segment was overwritten by "
+            "something other than its writer (recreate the queue)"
+        )
+
     def _read_fragments(self, timeout: float | None) -> Any:
         deadline = self._deadline(timeout)
         u = self.u
+        stream = self.stream
         while True:
             k = self.seq + 1
             slot = (k - 1) % self.n_slots
             d = self.desc_words[slot]
-            if u[d] != k:
-                self.wait(k, d, deadline, timeout)
+            if u[d] != k and (not stream or u[d + _S_PSEQ] != k):
+                self.wait(k, d, deadline, timeout, _STARTED if stream else _WHOLE)
+            whole = u[d] == k  # loaded before info: if set, info is final; else it is streaming
             if _WEAK:
                 _sys.fence()
             info = u[d + _S_INFO]
             n = info & NBYTES_MASK
             flags = info >> _FLAG_SHIFT
             off = self.data_offs[slot]
+            if flags & ABORTED:  # the writer gave up on this message in the middle
+                self.partial = self.partial_raw = None
+                self.release(k)
+                continue
             if flags & FIRST:
-                self.partial = None  # a new message: any half-received one was abandoned
+                # a new message: any half-received one was abandoned
+                self.partial = self.partial_raw = None
                 if flags & LAST:
-                    if flags & PICKLED:
-                        with self.raw[off : off + n] as view:
-                            obj = loads_oob(view) if flags & OOB else pickle.loads(view)
-                    else:
-                        obj = self.raw[off : off + n].tobytes()
+                    obj = self._stream_out(k, d, off, info, whole, deadline, timeout)
                     self.release(k)
+                    if obj is _ABANDONED:
+                        continue
                     self.delivered += 1
                     return obj
                 self.partial_flags = flags
                 self.partial_pos = 0
-                if flags & PICKLED:
-                    total = int(u[d + _S_TOTAL])
+                total = int(u[d + _S_TOTAL])
+                made = None if flags & PICKLED else _sys.new_bytes(total)
+                if made is not None:
+                    self.partial_raw, self.partial_addr = made
+                elif flags & PICKLED:
                     if len(self.scratch) < total:
                         self.scratch = bytearray(total)
                     self.partial = memoryview(self.scratch)[:total]
                 else:
                     self.partial = io.BytesIO()
-            elif self.partial is None:
+            elif self.partial is None and self.partial_raw is None:
                 # A continuation of a message this reader never saw the start of.
                 self.release(k)
                 continue
+            raw_result = self.partial_raw
+            if raw_result is not None:
+                pos = self.partial_pos
+                if pos + n > len(raw_result) or (flags & LAST and pos + n != len(raw_result)):
+                    self.partial_raw = None
+                    raise self._corrupt(k, f"does not fit its {len(raw_result)}-byte message")
+                if not self._copy_streamed(
+                    k, d, off, self.partial_addr + pos, info, deadline, timeout
+                ):
+                    self.partial_raw = None
+                    self.release(k)
+                    continue
+                self.partial_pos = pos + n
+                self.release(k)
+                if flags & LAST:
+                    self.partial_raw = None
+                    self.delivered += 1
+                    return raw_result
+                continue
+            if not whole:  # only raw fragments are copied out while they stream in
+                self.wait(k, d, deadline, timeout)
+                if _WEAK:
+                    _sys.fence()
+                if u[d + _S_INFO] != info:  # aborted
+                    self.partial = None
+                    self.release(k)
+                    continue
             partial = self.partial
             if isinstance(partial, io.BytesIO):
                 partial.write(self.raw[off : off + n])
-            else:
+            elif partial is not None:
                 pos = self.partial_pos
                 partial[pos : pos + n] = self.raw[off : off + n]
                 self.partial_pos = pos + n
@@ -840,6 +1083,7 @@ class RingReader(_Endpoint):
                 self.delivered += 1
                 if isinstance(partial, io.BytesIO):
                     return partial.getvalue()
+                assert partial is not None
                 with partial:
                     return loads_oob(partial) if flags & OOB else pickle.loads(partial)
 
