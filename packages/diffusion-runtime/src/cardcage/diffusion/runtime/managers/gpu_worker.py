@@ -37,9 +37,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cardcage.diffusion.configs.sampling_params import MAX_IMAGES_PER_REQUEST, SamplingParams
 from cardcage.diffusion.errors import (
@@ -535,3 +536,22 @@ def run_scheduler_process(
         serve_requests(worker, pipe_writer)
     else:
         follow_rank0(worker, pipe_writer)
+    if worker.broken is None:  # a clean shutdown: close() released the queue and the group
+        _leave_process()
+
+
+def _leave_process() -> NoReturn:
+    """End a worker that shut down cleanly without running C++ static destructors.
+
+    By now ``close()`` has released everything this worker owns (its shm queue, its process
+    group). What is left are process-wide objects of torch's (gloo and TCPStore threads) whose
+    destructors, run at interpreter exit, sometimes abort with "terminate called without an
+    active exception" after a perfectly clean shutdown, which reads like a crash to anyone
+    watching the launcher's terminal. ``os._exit`` skips them; the Python-level state that
+    still matters (log handlers, standard streams) is flushed first. Exit status 0.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
