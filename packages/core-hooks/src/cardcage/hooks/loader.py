@@ -475,35 +475,34 @@ def _state(profile: RuntimeProfile, registry: type[BaseHookRegistry]) -> _Profil
     return state
 
 
-def _profiles_sharing_allowlist(profile: RuntimeProfile) -> list[RuntimeProfile]:
-    """``profile`` and every built-in profile that reads the same allowlist variable.
+def allowlist_scope(
+    profile: RuntimeProfile, snapshot: EntryPointSnapshot
+) -> tuple[list[str], set[str]]:
+    """The entry-point groups ``profile``'s allowlist variable filters, and the names in them.
 
-    ``SGLANG_PLUGINS`` filters both runtimes' plugins, so a name that belongs to the other
-    runtime is not a typo: warning about it would make every correct two-runtime setup noisy.
+    ``SGLANG_PLUGINS`` filters both runtimes' plugins, so the groups are those of ``profile``
+    and of every built-in profile that reads the same variable: a name that belongs to the
+    other runtime is not a typo. The loader's warning and ``cardcage doctor`` both use this.
     """
     from . import profile as profiles
 
-    found = [profile]
+    sharing = [profile]
     for value in vars(profiles).values():
         if (
             isinstance(value, RuntimeProfile)
             and value.allowlist_env == profile.allowlist_env
-            and value not in found
+            and value not in sharing
         ):
-            found.append(value)
-    return found
+            sharing.append(value)
+    groups = [group for p in sharing for group in (p.plugin_group, p.platform_group)]
+    return groups, {ep.name for group in groups for ep in snapshot.group(group)}
 
 
 def _warn_unmatched_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> None:
     allowed = read_allowlist(profile)
     if not allowed:
         return
-    groups = [
-        group
-        for sharing in _profiles_sharing_allowlist(profile)
-        for group in (sharing.plugin_group, sharing.platform_group)
-    ]
-    known = {ep.name for group in groups for ep in snapshot.group(group)}
+    groups, known = allowlist_scope(profile, snapshot)
     unmatched = sorted(allowed - known)
     if unmatched:
         logger.warning(

@@ -7,6 +7,8 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cardcage.hooks.loader import allowlist_scope
+
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
@@ -139,20 +141,16 @@ def _check_reserved(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
     ]
 
 
-def _check_allowlist(
-    profiles: tuple[RuntimeProfile, ...], snapshot: EntryPointSnapshot
-) -> list[Finding]:
+def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> list[Finding]:
     """Allowlist names that match no entry point: usually a typo that silently drops a plugin.
 
-    ``profiles`` share one allowlist variable (SRT and diffusion both read ``SGLANG_PLUGINS``),
-    so a name is unmatched only when no group of any of them provides it.
+    The loader's own scope: every runtime that reads the same variable (SRT and diffusion
+    both read ``SGLANG_PLUGINS``), so a name is unmatched only when none of their groups has it.
     """
-    profile = profiles[0]
     allowed = allowlist_value(profile)
     if not allowed:
         return []
-    groups = [g for p in profiles for g in (p.plugin_group, p.platform_group)]
-    known = {ep.name for group in groups for ep in snapshot.group(group)}
+    groups, known = allowlist_scope(profile, snapshot)
     findings = []
     for name in sorted(allowed - known):
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
@@ -497,11 +495,9 @@ def run_doctor() -> DoctorReport:
     for policy in policies:
         findings.extend(_check_reserved(policy, snapshot.group(policy.profile.platform_group)))
     findings.extend(_check_env_vars())
-    by_allowlist: dict[str, list[RuntimeProfile]] = {}
-    for profile in profiles:
-        by_allowlist.setdefault(profile.allowlist_env, []).append(profile)
-    for sharing in by_allowlist.values():
-        findings.extend(_check_allowlist(tuple(sharing), snapshot))
+    first_per_allowlist = {p.allowlist_env: p for p in reversed(profiles)}  # one report each
+    for profile in first_per_allowlist.values():
+        findings.extend(_check_allowlist(profile, snapshot))
     for policy in policies:
         platform_eps = snapshot.group(policy.profile.platform_group)
         findings.extend(_check_selector(policy, platform_eps))
