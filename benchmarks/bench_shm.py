@@ -638,6 +638,22 @@ def size_label(size: int) -> str:
     return f"{size} B"
 
 
+def vs_sglang(group: str, name: str, unit: str, mine: float, other: float, **extra: Any) -> Result:
+    """One row measured on both queues: ``mine`` against SGLang's ``other``."""
+    label = extra.pop("reference_label", "SGLang")
+    return Result(
+        group=group,
+        name=name,
+        unit=unit,
+        value=mine,
+        reference=other,
+        reference_label=label,
+        ratio=mine / other if other else float("inf"),
+        budget=extra.pop("budget", None),
+        **extra,
+    )
+
+
 def latency_rows(
     trials: dict[tuple[str, int], list[TrialResult]], n_reader: int, anchor: str
 ) -> list[Result]:
@@ -661,14 +677,12 @@ def latency_rows(
             for q in (50, 99):
                 mine, other = percentile(ours, q), percentile(theirs, q)
                 rows.append(
-                    Result(
-                        group=f"latency {n_reader}",
-                        name=f"one-way p{q} {kind} {size_label(size)} ({tag})",
-                        unit="µs",
-                        value=mine,
-                        reference=other,
-                        reference_label="SGLang",
-                        ratio=mine / other,
+                    vs_sglang(
+                        f"latency {n_reader}",
+                        f"one-way p{q} {kind} {size_label(size)} ({tag})",
+                        "µs",
+                        mine,
+                        other,
                         budget=budget if q == 50 else None,
                         spread=quartiles(per_round) if q == 50 and per_round else None,
                     )
@@ -693,28 +707,22 @@ def other_rows(
             continue
         mine, other = med(ours_trials, "throughput", size), med(theirs_trials, "throughput", size)
         rows.append(
-            Result(
-                group=f"throughput {n_reader}",
-                name=f"throughput bytes {size_label(size)} ({tag}; higher is better)",
-                unit="msg/s",
-                value=mine,
-                reference=other,
-                reference_label="SGLang",
-                ratio=mine / other,
-                budget=None,
+            vs_sglang(
+                f"throughput {n_reader}",
+                f"throughput bytes {size_label(size)} ({tag}; higher is better)",
+                "msg/s",
+                mine,
+                other,
             )
         )
         mine, other = med(ours_trials, "cpu_per_msg", size), med(theirs_trials, "cpu_per_msg", size)
         rows.append(
-            Result(
-                group=f"cpu {n_reader}",
-                name=f"CPU per message bytes {size_label(size)} ({tag}, all processes)",
-                unit="µs",
-                value=mine,
-                reference=other,
-                reference_label="SGLang",
-                ratio=mine / other,
-                budget=None,
+            vs_sglang(
+                f"cpu {n_reader}",
+                f"CPU per message bytes {size_label(size)} ({tag}, all processes)",
+                "µs",
+                mine,
+                other,
             )
         )
     ours_idle = [x for t in ours_trials for x in t.idle_cpu]
@@ -722,15 +730,13 @@ def other_rows(
     if ours_idle and theirs_idle:
         mine, other = max(ours_idle), statistics.median(theirs_idle)
         rows.append(
-            Result(
-                group=f"idle {n_reader}",
-                name=f"idle reader CPU, worst reader/window ({tag}, > 100 ms idle)",
-                unit="%",
-                value=mine,
-                reference=other,
+            vs_sglang(
+                f"idle {n_reader}",
+                f"idle reader CPU, worst reader/window ({tag}, > 100 ms idle)",
+                "%",
+                mine,
+                other,
                 reference_label="SGLang median",
-                ratio=mine / other if other else float("inf"),
-                budget=None,
                 limit=IDLE_CPU_LIMIT,
             )
         )
@@ -739,15 +745,12 @@ def other_rows(
     if ours_cold and theirs_cold:
         mine, other = statistics.median(ours_cold), statistics.median(theirs_cold)
         rows.append(
-            Result(
-                group=f"cold {n_reader}",
-                name=f"cold-wake one-way p50 64 B ({tag}, after idle)",
-                unit="µs",
-                value=mine,
-                reference=other,
-                reference_label="SGLang",
-                ratio=mine / other,
-                budget=None,
+            vs_sglang(
+                f"cold {n_reader}",
+                f"cold-wake one-way p50 64 B ({tag}, after idle)",
+                "µs",
+                mine,
+                other,
             )
         )
     return rows
