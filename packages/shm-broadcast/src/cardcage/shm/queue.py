@@ -421,9 +421,9 @@ class MessageQueue:
         deadline = None if timeout is None else time.monotonic() + timeout
         k = writer.seq + 1
         writer.reserve(k, deadline, timeout)
-        slot = (k - 1) % writer.n_slots
-        off = writer.lay.slot_data(slot)
         size = writer.slot_bytes
+        slot = writer.place(k, size)
+        off = writer.lay.slot_data(slot)
         with writer.raw[off : off + size] as buf:
             yield buf
         writer.publish(slot, size, FIRST | LAST | USER)
@@ -458,13 +458,12 @@ class MessageQueue:
         reader = self._require_reader()
         deadline = None if timeout is None else time.monotonic() + timeout
         k = reader.seq + 1
-        slot = (k - 1) % reader.n_slots
-        d = reader.lay.desc + slot * 8
+        d = reader.desc_words[(k - 1) % reader.n_slots]
         u = reader.u
         if u[d] != k:
             reader.wait(k, d, deadline, timeout)
         n = u[d + 1] & NBYTES_MASK
-        off = reader.lay.slot_data(slot)
+        off = reader.data_off(k, d)
         try:
             with reader.raw[off : off + n].toreadonly() as buf:
                 yield buf
