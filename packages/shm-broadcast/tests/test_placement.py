@@ -77,6 +77,30 @@ def test_bursts_and_partial_drains_never_overwrite_an_unread_message(seed: int) 
                 reader.close()
 
 
+def test_an_abandoned_acquire_write_does_not_skip_a_data_slot() -> None:
+    # Fragments 1-3 fill the three slots; the reader releases only fragment 1. The slot the
+    # next fragment may take is fragment 1's: an acquire_write that raises must not move the
+    # writer on to fragment 2's slot, which is still unread.
+    with MessageQueue(1, 1, max_chunk_bytes=1024, max_chunks=3) as writer:
+        reader = MessageQueue.create_from_handle(writer.export_handle(), 0)
+        try:
+            for body in (b"A", b"B", b"C"):
+                writer.enqueue(body, timeout=5)
+            assert reader.dequeue(timeout=5) == b"A"
+
+            def fail_half_way() -> None:
+                with writer.acquire_write(timeout=5) as buf:
+                    buf[:1] = b"X"
+                    raise RuntimeError("the caller failed half-way")
+
+            with pytest.raises(RuntimeError):
+                fail_half_way()
+            writer.enqueue(b"D", timeout=5)
+            assert [reader.dequeue(timeout=5) for _ in range(3)] == [b"B", b"C", b"D"]
+        finally:
+            reader.close()
+
+
 def test_a_descriptor_naming_a_data_slot_outside_the_ring_is_a_typed_error() -> None:
     with MessageQueue(1, 1, max_chunk_bytes=1024, max_chunks=2) as writer:
         reader = MessageQueue.create_from_handle(writer.export_handle(), 0)

@@ -554,14 +554,19 @@ class RingWriter(_Endpoint):
         two back-to-back copies of a pickled 1 MiB message about 2x slower on a 2-vCPU VM. Safe:
         since the last restart, fragments took slots 0, 1, 2, ... in turn, so the fragment
         that last used this slot is ``k - n_slots`` or older, or predates the restart; either
-        way every reader has released it (``reserve(k)`` saw ``k - n_slots`` released).
+        way every reader has released it (``reserve(k)`` saw ``k - n_slots`` released). The
+        turn only advances when ``k`` is published (:meth:`_taken`): a placement abandoned
+        without a publish (an exception inside ``acquire_write``) must not skip a slot, or the
+        next fragment would land on one released one fragment too late.
         """
         if self.min_read < k - 1 and nbytes >= _HOT_MIN:
             low, _ = self._scan()
             self.min_read = max(self.min_read, low)
-        j = 0 if self.min_read >= k - 1 else self.cursor
-        self.cursor = j + 1 if j + 1 < self.n_slots else 0
-        return j
+        return 0 if self.min_read >= k - 1 else self.cursor
+
+    def _taken(self, slot: int) -> None:
+        """Fragment ``self.seq + 1`` is being published in data slot ``slot``."""
+        self.cursor = slot + 1 if slot + 1 < self.n_slots else 0
 
     def publish(self, slot: int, nbytes: int, flags: int) -> None:
         """Make fragment ``self.seq + 1`` (already copied into data slot ``slot``) visible."""
@@ -570,6 +575,7 @@ class RingWriter(_Endpoint):
         d = self.desc_words[(k - 1) % self.n_slots]
         u[d + _S_DSLOT] = slot
         u[d + _S_INFO] = nbytes | (flags << _FLAG_SHIFT)
+        self._taken(slot)
         if _WEAK:
             _sys.fence()
         u[d] = k
@@ -598,6 +604,7 @@ class RingWriter(_Endpoint):
         u[d + _S_DSLOT] = slot
         u[d + _S_INFO] = n | (flags << _FLAG_SHIFT)
         u[d + _S_PBYTES] = 0
+        self._taken(slot)  # k is used up from here: published whole or as ABORTED
         if _WEAK:
             _sys.fence()
         u[d + _S_PSEQ] = k
@@ -662,6 +669,7 @@ class RingWriter(_Endpoint):
         d = self.desc_words[(k - 1) % self.n_slots]
         u[d + _S_DSLOT] = slot
         u[d + 1] = n | ((flags | 3) << 56)  # 3 == FIRST | LAST
+        self.cursor = slot + 1 if slot + 1 < self.n_slots else 0  # _taken(), inlined
         if _WEAK:
             _sys.fence()
         u[d] = k
