@@ -39,6 +39,7 @@ JSONSCHEMA = "jsonschema==4.26.0"
 # pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 PYZMQ = "pyzmq==27.3.0"
+NUMPY = "numpy==2.4.6"  # only for the shm test of protocol-5 buffers from numpy arrays
 ANCHOR_VERSION = "0.5.23"  # the SGLang release the benchmarks compare against
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
@@ -207,14 +208,16 @@ def tests_shm_broadcast(session: nox.Session) -> None:
 
 @nox.session(name="tests-shm-broadcast-torch", python=PYTHON)
 def tests_shm_broadcast_torch(session: nox.Session) -> None:
-    """create_from_process_group over a real gloo process group (CPU torch)."""
+    """create_from_process_group over a real gloo process group (CPU torch), and numpy arrays
+    as protocol-5 out-of-band buffers (the base session proves the package needs neither)."""
     session.install(
         *build_wheels(session, PACKAGES / "core-hooks", PACKAGES / "shm-broadcast"),
         *PYTEST,
         PYZMQ,
         TORCH,
+        NUMPY,
     )
-    session.run("pytest", "packages/shm-broadcast/tests", "-m", "torch", *session.posargs)
+    session.run("pytest", "packages/shm-broadcast/tests", "-m", "torch or numpy", *session.posargs)
 
 
 @nox.session(name="tests-diffusion-runtime", python=PYTHON)

@@ -100,6 +100,7 @@ def test_mutating_a_large_source_buffer_after_enqueue_does_not_change_what_reade
         p.join(30)
 
 
+@pytest.mark.numpy
 def test_numpy_arrays_at_any_depth_arrive_equal_and_writable(spawn: SpawnContext) -> None:
     np = pytest.importorskip("numpy")
     arr = np.arange(BIG // 4, dtype=np.float32).reshape(256, -1)
