@@ -576,11 +576,17 @@ class RingWriter(_Endpoint):
         u[d + _S_DSLOT] = slot
         u[d + _S_INFO] = nbytes | (flags << _FLAG_SHIFT)
         self._taken(slot)
+        self._publish_seq(d, k)
+
+    def _publish_seq(self, d: int, k: int) -> None:
+        """Store ``seq = k`` in descriptor word ``d`` (every other word of ``k`` is stored) and
+        wake parked readers; :meth:`send` inlines the same steps for small messages."""
+        u = self.u
         if _WEAK:
             _sys.fence()
         u[d] = k
         self.seq = k
-        _fence_acquire()
+        _fence_acquire()  # full fence: the parked-flag loads must not pass the seq store
         _fence_release()
         for w in self.parked_words:
             if u[w]:
@@ -629,26 +635,9 @@ class RingWriter(_Endpoint):
             # Readers may already hold pieces of fragment k: publish it as aborted (no data) so
             # they drop its message, and so that k is never reused for other bytes.
             u[d + _S_INFO] = ABORTED << _FLAG_SHIFT
-            if _WEAK:
-                _sys.fence()
-            u[d] = k
-            self.seq = k
-            _sys.fence()
-            for w in self.parked_words:
-                if u[w]:
-                    _sys.futex_wake(self.base + d * 8)
-                    break
+            self._publish_seq(d, k)
             raise
-        if _WEAK:
-            _sys.fence()
-        u[d] = k
-        self.seq = k
-        _fence_acquire()
-        _fence_release()
-        for w in self.parked_words:
-            if u[w]:
-                _sys.futex_wake(self.base + d * 8)
-                break
+        self._publish_seq(d, k)
 
     def send(self, data: bytes, flags: int, timeout: float | None) -> None:
         """Broadcast one message (the hot path: one slot, flattened; larger ones stream)."""
