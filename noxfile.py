@@ -9,10 +9,13 @@ from real metadata, and that a plugin from an unselected platform distribution n
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import nox
 
@@ -44,6 +47,37 @@ ANCHOR_VERSION = "0.5.23"  # the SGLang release the benchmarks compare against
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
 DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS]
+
+
+SessionFunc = Callable[[nox.Session], None]
+
+
+def session(**options: Any) -> Callable[[SessionFunc], SessionFunc]:
+    """``nox.session`` whose environment is removed as soon as the session passes.
+
+    Seven sessions install torch, about 0.9 GB each. Kept until the end of the run they need
+    7 GB, which filled the disk of a CI machine before the eighth session could install; removed
+    on success, the run never holds more than one of them. A passing session's environment holds
+    nothing worth keeping (its wheels, temporary files and pytest's ``tmp_path`` live inside it);
+    a failing one stays for inspection. Asking nox to reuse environments (``-r``,
+    ``--reuse-venv=yes``) keeps every environment, since that is what reuse needs.
+    """
+
+    def declare(func: SessionFunc) -> SessionFunc:
+        @functools.wraps(func)
+        def run_then_discard(session: nox.Session) -> None:
+            func(session)
+            venv = session.virtualenv
+            location = getattr(venv, "location", None)
+            if location is None or getattr(venv, "reuse_existing", False):
+                return
+            shutil.rmtree(location, ignore_errors=True)
+            session.log(f"removed the passing session's environment {location}")
+
+        nox.session(**options)(run_then_discard)
+        return run_then_discard
+
+    return declare
 
 
 @functools.cache
@@ -122,7 +156,7 @@ def install_with_vendor_sites(
     return sites
 
 
-@nox.session(name="tests-core-hooks", python=PYTHON)
+@session(name="tests-core-hooks", python=PYTHON)
 def tests_core_hooks(session: nox.Session) -> None:
     """Unit tests of cardcage-core-hooks, installed alone from its wheel (no torch)."""
     session.install(*build_wheels(session, PACKAGES / "core-hooks"), *PYTEST)
@@ -130,7 +164,7 @@ def tests_core_hooks(session: nox.Session) -> None:
     session.run("pytest", "packages/core-hooks/tests", *session.posargs)
 
 
-@nox.session(name="tests-core-platforms", python=PYTHON)
+@session(name="tests-core-platforms", python=PYTHON)
 def tests_core_platforms(session: nox.Session) -> None:
     """Unit tests of cardcage-core-platforms with only its declared dependencies (no torch)."""
     session.install(
@@ -142,7 +176,7 @@ def tests_core_platforms(session: nox.Session) -> None:
     session.run("pytest", "packages/core-platforms/tests", *session.posargs)
 
 
-@nox.session(name="tests-core-platforms-torch", python=PYTHON)
+@session(name="tests-core-platforms-torch", python=PYTHON)
 def tests_core_platforms_torch(session: nox.Session) -> None:
     """The same tests with the CPU build of torch: the CPU built-in's device operations for real."""
     session.install(
@@ -163,7 +197,7 @@ def _demo_wheels(session: nox.Session, demo: str, *, diffusion: bool = False) ->
     )
 
 
-@nox.session(name="tests-demo-cpu", python=PYTHON)
+@session(name="tests-demo-cpu", python=PYTHON)
 def tests_demo_cpu(session: nox.Session) -> None:
     """cardcage-demo-cpu with only its declared dependencies (no torch)."""
     session.install(*_demo_wheels(session, "demo-cpu"), *PYTEST)
@@ -171,7 +205,7 @@ def tests_demo_cpu(session: nox.Session) -> None:
     session.run("pytest", "packages/demo-cpu/tests", *session.posargs)
 
 
-@nox.session(name="tests-demo-cpu-torch", python=PYTHON)
+@session(name="tests-demo-cpu-torch", python=PYTHON)
 def tests_demo_cpu_torch(session: nox.Session) -> None:
     """demo-cpu's torch extra on the CPU build: get_device, inference_mode, init_backend threads,
     and its diffusion half (platform, custom-op forward, hooks) on the diffusion runtime."""
@@ -179,7 +213,7 @@ def tests_demo_cpu_torch(session: nox.Session) -> None:
     session.run("pytest", "packages/demo-cpu/tests", "-m", "torch", *session.posargs)
 
 
-@nox.session(name="tests-demo-cuda", python=PYTHON)
+@session(name="tests-demo-cuda", python=PYTHON)
 def tests_demo_cuda(session: nox.Session) -> None:
     """cardcage-demo-cuda without torch; GPU tests skip with a reason on machines without one."""
     session.install(*_demo_wheels(session, "demo-cuda"), *PYTEST)
@@ -187,7 +221,7 @@ def tests_demo_cuda(session: nox.Session) -> None:
     session.run("pytest", "packages/demo-cuda/tests", *session.posargs)
 
 
-@nox.session(name="tests-demo-cuda-torch", python=PYTHON)
+@session(name="tests-demo-cuda-torch", python=PYTHON)
 def tests_demo_cuda_torch(session: nox.Session) -> None:
     """demo-cuda with torch and the diffusion runtime installed (a CPU build here: init_backend
     fails clearly, no GPU)."""
@@ -195,7 +229,7 @@ def tests_demo_cuda_torch(session: nox.Session) -> None:
     session.run("pytest", "packages/demo-cuda/tests", *session.posargs)
 
 
-@nox.session(name="tests-shm-broadcast", python=PYTHON)
+@session(name="tests-shm-broadcast", python=PYTHON)
 def tests_shm_broadcast(session: nox.Session) -> None:
     """cardcage-shm-broadcast with only its declared dependencies (no torch): real processes,
     real shared memory, real sockets."""
@@ -206,7 +240,7 @@ def tests_shm_broadcast(session: nox.Session) -> None:
     session.run("pytest", "packages/shm-broadcast/tests", *session.posargs)
 
 
-@nox.session(name="tests-shm-broadcast-torch", python=PYTHON)
+@session(name="tests-shm-broadcast-torch", python=PYTHON)
 def tests_shm_broadcast_torch(session: nox.Session) -> None:
     """create_from_process_group over a real gloo process group (CPU torch), and numpy arrays
     as protocol-5 out-of-band buffers (the base session proves the package needs neither)."""
@@ -220,7 +254,7 @@ def tests_shm_broadcast_torch(session: nox.Session) -> None:
     session.run("pytest", "packages/shm-broadcast/tests", "-m", "torch or numpy", *session.posargs)
 
 
-@nox.session(name="tests-diffusion-runtime", python=PYTHON)
+@session(name="tests-diffusion-runtime", python=PYTHON)
 def tests_diffusion_runtime(session: nox.Session) -> None:
     """cardcage-diffusion-runtime: platforms, two-phase plugins, CustomOp dispatch (CPU torch)."""
     wheels = build_wheels(
@@ -236,7 +270,7 @@ def tests_diffusion_runtime(session: nox.Session) -> None:
     session.run("pytest", "packages/diffusion-runtime/tests", *session.posargs)
 
 
-@nox.session(name="scenario-general-plugins", python=PYTHON)
+@session(name="scenario-general-plugins", python=PYTHON)
 def scenario_general_plugins(session: nox.Session) -> None:
     """core-hooks + fixture plugin distributions: discovery, allowlist, exclusion, failures."""
     fixtures = sorted(
@@ -246,7 +280,7 @@ def scenario_general_plugins(session: nox.Session) -> None:
     session.run("pytest", "tests_integration/general_plugins", *session.posargs)
 
 
-@nox.session(name="scenario-platforms", python=PYTHON)
+@session(name="scenario-platforms", python=PYTHON)
 def scenario_platforms(session: nox.Session) -> None:
     """Platform discovery, multiple activation, exclusion and failure policy, end to end.
 
@@ -272,7 +306,7 @@ def scenario_platforms(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-@nox.session(name="scenario-diffusion", python=PYTHON)
+@session(name="scenario-diffusion", python=PYTHON)
 def scenario_diffusion(session: nox.Session) -> None:
     """The diffusion runtime's selection and two plugin phases, end to end from built wheels.
 
@@ -298,7 +332,7 @@ def scenario_diffusion(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-@nox.session(python=PYTHON)
+@session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check over the whole repository."""
     session.install(RUFF)
@@ -306,14 +340,14 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
-@nox.session(python=PYTHON)
+@session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source (configured in the root pyproject.toml)."""
     session.install(MYPY, *PYTEST)  # pytest: cardcage.hooks.testing provides a fixture
     session.run("mypy")
 
 
-@nox.session(python=PYTHON)
+@session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the documentation site with --strict, so a broken link or page fails CI."""
     session.install(
@@ -324,7 +358,7 @@ def docs(session: nox.Session) -> None:
     )
 
 
-@nox.session(python=PYTHON)
+@session(python=PYTHON)
 def build(session: nox.Session) -> None:
     """sdist + wheel for every package, metadata checked with twine."""
     session.install(*BUILD)
@@ -357,7 +391,7 @@ sys.exit(chr(10).join(sorted(set(missing))) if missing else 0)
 DEMO_OUTPUT = ROOT / "demo-output"
 
 
-@nox.session(python=PYTHON)
+@session(python=PYTHON)
 def demo(session: nox.Session) -> None:
     """The README's main job: two spawned CPU workers draw an image through a vendor plugin.
 
@@ -389,7 +423,7 @@ def demo(session: nox.Session) -> None:
     session.log(f"the image: {output}")
 
 
-@nox.session(name="demo-hooks", python=PYTHON)
+@session(name="demo-hooks", python=PYTHON)
 def demo_hooks(session: nox.Session) -> None:
     """A toy runtime, a general plugin, and what cardcage.hooks does with them."""
     session.install(
@@ -400,7 +434,7 @@ def demo_hooks(session: nox.Session) -> None:
     session.run("toy-runtime", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False)
+@session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks with baselines measured in the same run; prints ratio tables.
 
