@@ -1,19 +1,19 @@
 """MkDocs hook: generate the environment-variable table from the packages' typed registries.
 
 Every cardcage distribution declares the variables it reads in one ``EnvRegistry`` named
-``ENV_VARS`` in its ``envs`` module (``cardcage.hooks.envs`` and ``cardcage.platforms.envs``
-today). This hook replaces the marker ``<!-- cardcage:env-table -->`` in a page with a Markdown
-table built from those registries, so the documented names, kinds, defaults and meanings are the
-ones the code uses and cannot drift.
+``ENV_VARS`` in its ``envs`` module (``cardcage.hooks.envs``, ``cardcage.platforms.envs``,
+``cardcage.shm.envs``, ``cardcage.diffusion.envs``). This hook replaces the marker
+``<!-- cardcage:env-table -->``, on a line of its own in a page, with a Markdown table built from
+those registries, so the documented names, kinds, defaults and meanings are the ones the code uses
+and cannot drift.
 
-Which registries are read:
-
-* ``cardcage.hooks.envs`` must import: without it the build fails.
-* the registries of packages that are planned but not built yet (``KNOWN_MODULES``) are skipped
-  while their source is absent from ``packages/``;
-* any ``packages/*/src/cardcage/<name>/envs.py`` in the repository is read too. If its package is
-  not installed in the docs environment, its ``src`` folder is put on ``sys.path`` (``cardcage``
-  is a PEP 420 namespace, so the portions merge) rather than leaving it out of the table.
+Which registries are read: every ``packages/*/src/cardcage/<name>/envs.py`` in the repository,
+in the order of their package folders. Each one must import, or the build fails naming the module
+and the fix; a registry that could be skipped would let its variables vanish from the page
+silently. A package installed in the docs environment is imported from there; one that is not
+(``nox -s docs`` installs only the core wheels) is imported from its ``src`` folder, put on
+``sys.path`` (``cardcage`` is a PEP 420 namespace, so the portions merge). A variable that two
+registries declare fails the build too.
 
 Build-time only; not shipped in any distribution.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,36 +30,31 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 MARKER = "<!-- cardcage:env-table -->"
-PLANNED_MARKER = "<!-- cardcage:env-planned -->"
-REQUIRED_MODULE = "cardcage.hooks.envs"
-# Registries of packages that DESIGN.md plans; each is skipped until its source exists.
-KNOWN_MODULES = (
-    REQUIRED_MODULE,
-    "cardcage.platforms.envs",
-    "cardcage.shm.envs",
-    "cardcage.diffusion.envs",
-)
-
-# Variables DESIGN.md names for packages that are not built yet: listed under PLANNED_MARKER only
-# while no registry declares them, so the page never shows a variable twice.
-PLANNED = {
-    "SGLANG_DIFFUSION_PLATFORM_OVERRIDE": (
-        "cardcage-diffusion-runtime",
-        "Diffusion: a built-in alias (`cpu`, `cuda`, `rocm`, `mps`, `npu`, `musa`; `xpu` is "
-        "automatic-only) or a platform entry-point name.",
-    ),
-}
+# Only a marker on a line of its own is replaced: one quoted in a sentence (as the contributing
+# page does, in backticks) stays text.
+_MARKER_LINE = re.compile(r"^[ \t]*" + re.escape(MARKER) + r"[ \t]*$", re.M)
+ENVS_GLOB = "packages/*/src/cardcage/*/envs.py"
 
 log = logging.getLogger("mkdocs.hooks.cardcage_env_table")
 _REPO = Path(__file__).resolve().parents[2]
 
 
 def _source_modules() -> dict[str, Path]:
-    """``{module name: src folder}`` for every ``envs.py`` of a ``cardcage.*`` package here."""
+    """``{module name: envs.py}`` for every ``cardcage.*`` package in the repository."""
     found: dict[str, Path] = {}
-    for path in sorted(_REPO.glob("packages/*/src/cardcage/*/envs.py")):
-        src = path.parents[2]
-        found[f"cardcage.{path.parent.name}.envs"] = src
+    for path in sorted(_REPO.glob(ENVS_GLOB)):
+        module = f"cardcage.{path.parent.name}.envs"
+        if module in found:
+            raise PluginError(
+                f"{module} exists twice: {found[module].relative_to(_REPO)} and "
+                f"{path.relative_to(_REPO)}. Two distributions cannot share a cardcage sub-package."
+            )
+        found[module] = path
+    if not found:
+        raise PluginError(
+            f"No environment-variable registry found: nothing matches {ENVS_GLOB} under {_REPO}. "
+            "Build the docs from the repository root (mkdocs.yml is there)."
+        )
     return found
 
 
@@ -67,36 +63,39 @@ def _is_missing(exc: ModuleNotFoundError, module: str) -> bool:
     return exc.name is not None and (module == exc.name or module.startswith(exc.name + "."))
 
 
-def _import(module: str, src: Path | None) -> Any | None:
+def _import(module: str, path: Path) -> Any:
+    """Import ``module``, installed or else from the ``src`` folder holding ``path``."""
+    src = path.parents[2]
     try:
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not _is_missing(exc, module):
+                raise
+        log.info("%s is not installed; reading it from %s", module, src)
+        if str(src) not in sys.path:
+            sys.path.append(str(src))
+        importlib.invalidate_caches()
         return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if not _is_missing(exc, module):
-            raise
-    if src is None:
-        return None
-    log.info("%s is not installed; reading it from %s", module, src)
-    sys.path.append(str(src))
-    importlib.invalidate_caches()
-    return importlib.import_module(module)
+    except Exception as exc:
+        raise PluginError(
+            f"{module} ({path.relative_to(_REPO)}) cannot be imported: "
+            f"{type(exc).__name__}: {exc}. Every envs module must import in the docs "
+            "environment (it is import-safe by contract: stdlib and cardcage.hooks.envs only). "
+            "Fix the import, or install the distribution it needs into the docs environment "
+            "(the docs session in noxfile.py)."
+        ) from exc
 
 
 def _registries() -> list[Any]:
-    sources = _source_modules()
     registries = []
-    for module in dict.fromkeys((*KNOWN_MODULES, *sorted(sources))):
-        loaded = _import(module, sources.get(module))
-        if loaded is None:
-            if module == REQUIRED_MODULE:
-                raise PluginError(
-                    f"{REQUIRED_MODULE} cannot be imported: install cardcage-core-hooks into the "
-                    "docs environment (nox -s docs does)."
-                )
-            log.debug("Skipping %s: package not built yet", module)
-            continue
-        registry = getattr(loaded, "ENV_VARS", None)
+    for module, path in _source_modules().items():
+        registry = getattr(_import(module, path), "ENV_VARS", None)
         if registry is None:
-            raise PluginError(f"{module} has no ENV_VARS registry to document.")
+            raise PluginError(
+                f"{module} ({path.relative_to(_REPO)}) has no ENV_VARS registry to document: "
+                'declare ENV_VARS = EnvRegistry("<distribution name>") in it.'
+            )
         registries.append(registry)
     return registries
 
@@ -132,7 +131,8 @@ def render_table(registries: list[Any]) -> str:
         for var in registry:
             if var.name in seen:
                 raise PluginError(
-                    f"{var.name} is declared by both {seen[var.name]} and {registry.distribution}."
+                    f"{var.name} is declared by both {seen[var.name]} and {registry.distribution}: "
+                    "a variable belongs to one registry; remove it from the other."
                 )
             seen[var.name] = registry.distribution
             rows.append(
@@ -142,22 +142,8 @@ def render_table(registries: list[Any]) -> str:
     return "\n".join(rows)
 
 
-def render_planned(registries: list[Any]) -> str:
-    """The planned variables that no registry declares yet, or a sentence saying there are none."""
-    declared = {var.name for registry in registries for var in registry}
-    rows = [
-        f"| `{name}` | {package} | {meaning} |"
-        for name, (package, meaning) in PLANNED.items()
-        if name not in declared
-    ]
-    if not rows:
-        return "None: every variable that DESIGN.md names is declared in a registry above."
-    return "\n".join(["| Variable | Package (planned) | Meaning |", "|---|---|---|", *rows])
-
-
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    if MARKER not in markdown and PLANNED_MARKER not in markdown:
+    if not _MARKER_LINE.search(markdown):
         return markdown
-    registries = _registries()
-    markdown = markdown.replace(MARKER, render_table(registries))
-    return markdown.replace(PLANNED_MARKER, render_planned(registries))
+    table = render_table(_registries())
+    return _MARKER_LINE.sub(lambda _: table, markdown)
