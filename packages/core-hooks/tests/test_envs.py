@@ -18,6 +18,7 @@ from cardcage.hooks.envs import (
     parse_bool,
 )
 from cardcage.hooks.errors import CardcageError, InvalidEnvVarError
+from cardcage.hooks.profile import DIFFUSION_PROFILE, SRT_PROFILE
 
 # -- strict booleans ------------------------------------------------------------------------
 
@@ -172,10 +173,20 @@ def test_parse_allowlist_of_only_commas_and_blanks_allows_nothing(parts: list[st
 def test_the_registry_lists_every_core_variable_in_declaration_order() -> None:
     assert [var.name for var in ENV_VARS] == [
         "SGLANG_PLATFORM",
+        "SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
         "SGLANG_PLUGINS",
         "CARDCAGE_STRICT_HOOKS",
         "CARDCAGE_DEFERRED_HOOKS",
     ]
+
+
+def test_every_variable_a_built_in_profile_reads_is_declared() -> None:
+    # `cardcage env` and the docs list the registry: a selector or allowlist missing from it
+    # would be read by the loader yet documented nowhere.
+    read = {
+        env for p in (SRT_PROFILE, DIFFUSION_PROFILE) for env in (p.selector_env, p.allowlist_env)
+    }
+    assert read <= {var.name for var in ENV_VARS}
 
 
 def test_every_registered_variable_has_a_kind_and_a_description() -> None:

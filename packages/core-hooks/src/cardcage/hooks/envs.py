@@ -22,6 +22,7 @@ __all__ = [
     "CARDCAGE_DEFERRED_HOOKS",
     "CARDCAGE_STRICT_HOOKS",
     "ENV_VARS",
+    "SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
     "SGLANG_PLATFORM",
     "SGLANG_PLUGINS",
     "EnvRegistry",
@@ -140,6 +141,21 @@ SGLANG_PLATFORM: EnvVar[str] = ENV_VARS.add(
         description=(
             "Selects the SRT platform plugin by entry-point name. Only that entry point is "
             "loaded; general plugins of distributions that provide another platform are skipped."
+        ),
+    )
+)
+
+SGLANG_DIFFUSION_PLATFORM_OVERRIDE: EnvVar[str] = ENV_VARS.add(
+    EnvVar(
+        name="SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
+        default="",
+        parser=parse_str,
+        kind="entry-point name or alias",
+        description=(
+            "Selects the diffusion platform: an entry-point name of the "
+            "sglang.multimodal_gen.platforms group, or a built-in alias (cpu, cuda, rocm, mps, "
+            "npu, musa; xpu is selected only automatically), which loads no entry point. "
+            "General plugins of distributions that provide another platform are skipped."
         ),
     )
 )
