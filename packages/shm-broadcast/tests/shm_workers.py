@@ -99,8 +99,9 @@ class CopyInterruptedError(Exception):
 
 class _StallingView:
     """Stands in for the writer's view of the ring: the ``stall_at``-th copy into it reports
-    ``"midway"`` and waits for a command; it never returns when killed, and raises
-    ``CopyInterruptedError`` on ``"raise"``. Earlier pieces of the message are published by then."""
+    ``"midway"`` and waits for a command; it never returns when killed, raises
+    ``CopyInterruptedError`` on ``"raise"`` and goes on on ``"go"``. Earlier pieces of the
+    message are published by then."""
 
     def __init__(self, raw: memoryview, stall_at: int, conn: Connection) -> None:
         self.raw = raw
@@ -118,11 +119,11 @@ class _StallingView:
 
 
 def writer_stalls_mid_stream(
-    chunk: int, first: bytes, size: int, stall_at: int, conn: Connection
+    chunk: int, first: bytes, message: Any, stall_at: int, conn: Connection
 ) -> None:
-    """Publish ``first`` whole, then start a ``size``-byte raw message and stall on the
-    ``stall_at``-th copy into the ring. On ``"raise"`` the copy fails, and the writer goes on
-    with ``b"after"``; otherwise it waits to be killed."""
+    """Publish ``first`` whole, then start ``message`` and stall on the ``stall_at``-th copy
+    into the ring. On ``"raise"`` the copy fails, and the writer goes on with ``b"after"``; on
+    ``"go"`` it finishes ``message`` and reports ``"sent"``; otherwise it waits to be killed."""
     q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=4)
     conn.send(q.export_handle())
     q.wait_until_ready(timeout=30)
@@ -132,7 +133,8 @@ def writer_stalls_mid_stream(
     raw = writer.raw
     writer.raw = _StallingView(raw, stall_at, conn)  # type: ignore[assignment]
     try:
-        q.enqueue(os.urandom(size), timeout=30)
+        q.enqueue(message, timeout=30)
+        conn.send("sent")
     except CopyInterruptedError:
         writer.raw = raw
         q.enqueue(b"after", timeout=30)

@@ -86,7 +86,8 @@ def test_writer_killed_while_streaming_a_message_never_delivers_its_pieces(
     first = os.urandom(300 << 10)
     parent, child = spawn.Pipe()
     writer = spawn.Process(
-        target=shm_workers.writer_stalls_mid_stream, args=(1 << 20, first, size, stall_at, child)
+        target=shm_workers.writer_stalls_mid_stream,
+        args=(1 << 20, first, os.urandom(size), stall_at, child),
     )
     writer.start()
     q = MessageQueue.create_from_handle(parent.recv(), 0)
@@ -110,14 +111,17 @@ def test_writer_killed_while_streaming_a_message_never_delivers_its_pieces(
 
 
 @pytest.mark.parametrize(
-    ("size", "stall_at"),
+    ("message", "stall_at"),
     [
-        pytest.param(900 << 10, 3, id="one-slot-message"),
-        pytest.param((2 << 20) + 5, 10, id="second-fragment"),
+        pytest.param(os.urandom(900 << 10), 3, id="one-slot-message"),
+        pytest.param(os.urandom((2 << 20) + 5), 10, id="second-fragment"),
+        # out of band: the first piece takes three copies (header, pickle, buffer)
+        pytest.param((7, os.urandom(900 << 10)), 5, id="oob-one-slot-message"),
+        pytest.param((7, os.urandom((2 << 20) + 5)), 12, id="oob-second-fragment"),
     ],
 )
 def test_exception_while_streaming_drops_the_message_readers_already_copied_pieces_of(
-    spawn: SpawnContext, size: int, stall_at: int
+    spawn: SpawnContext, message: object, stall_at: int
 ) -> None:
     # The reader copies the pieces streamed so far (for the multi-slot message also a whole
     # first fragment) and goes to sleep waiting for more; then the writer's copy raises. The
@@ -126,7 +130,8 @@ def test_exception_while_streaming_drops_the_message_readers_already_copied_piec
     first = os.urandom(300 << 10)
     parent, child = spawn.Pipe()
     writer = spawn.Process(
-        target=shm_workers.writer_stalls_mid_stream, args=(1 << 20, first, size, stall_at, child)
+        target=shm_workers.writer_stalls_mid_stream,
+        args=(1 << 20, first, message, stall_at, child),
     )
     writer.start()
     q = MessageQueue.create_from_handle(parent.recv(), 0)

@@ -21,8 +21,10 @@ is rebuilt by its own reducer over a new writable ``bytearray`` the reader owns 
 a ring slot, which the writer reuses).
 
 Wire format of an out-of-band message (flag ``OOB``): a header of little-endian u64 words
-``[n_buffers, pickle_length, (length, kind) * n_buffers]``, the pickle stream, then the buffers
-back to back.
+``[n_buffers, pickle_length, (length, kind) * n_buffers]``, the pickle stream, then the buffers back
+to back. The header and the pickle come first so that a reader can create every buffer's destination
+object before the buffers arrive: :class:`OobReceiver` then copies each piece of a message that is
+still streaming into the ring straight into its final object.
 
 Import-safe: stdlib only.
 """
@@ -33,7 +35,9 @@ import pickle
 import struct
 from typing import Any, Final
 
-__all__ = ["OOB_MIN_BYTES", "Serialized", "loads_oob", "serialize"]
+from . import _sys
+
+__all__ = ["OOB_MIN_BYTES", "OobReceiver", "Serialized", "WireError", "serialize"]
 
 #: buffers smaller than this stay inside the pickle stream (bookkeeping would cost more)
 OOB_MIN_BYTES: Final = 64 << 10
@@ -147,18 +151,146 @@ def serialize(obj: Any) -> bytes | Serialized:
     return Serialized([header, data, *views], total)
 
 
-def loads_oob(view: memoryview) -> Any:
-    """Unpickle one out-of-band message; every buffer is copied out of ``view`` once."""
-    n, plen = struct.unpack_from("<2Q", view, 0)
-    table = struct.unpack_from(f"<{2 * n}Q", view, 16)
-    pos = 16 + 16 * n
-    pickled = view[pos : pos + plen]
-    pos += plen
-    buffers: list[Any] = []
-    for i in range(n):
-        length, kind = table[2 * i], table[2 * i + 1]
-        with view[pos : pos + length] as part:
-            buffers.append(part.tobytes() if kind == _KIND_BYTES else bytearray(part))
-        pos += length
-    with pickled:
-        return pickle.loads(pickled, buffers=buffers)
+class WireError(ValueError):
+    """The bytes of an out-of-band message contradict its own header (the ring turns this into
+    its typed corruption error, which names the segment and the fragment)."""
+
+
+_COUNTS: Final = struct.Struct("<2Q")
+
+
+def _head_length(total: int, n_buffers: int, pickle_length: int) -> int:
+    """The length of header plus pickle, checked against the message's ``total`` length."""
+    head = 16 + 16 * n_buffers + pickle_length
+    if head > total:
+        raise WireError(
+            f"declares {n_buffers} buffers and a {pickle_length}-byte pickle in a "
+            f"{total}-byte message"
+        )
+    return head
+
+
+class OobReceiver:
+    """Rebuilds one out-of-band message from its wire bytes, fed in order in pieces of any size.
+
+    The ring streams a large message: its bytes become readable piece by piece while the writer
+    is still copying the rest. Collecting them first (in a scratch buffer) and unpickling after
+    costs a second full copy; instead, once the header and the pickle are in, this creates every
+    buffer's final object (an uninitialised ``bytes`` where CPython allows it, else a
+    ``bytearray``) and copies each later piece straight from shared memory into the objects it
+    overlaps. Every buffer byte is thus copied once out of the ring. A message that is already
+    complete is fed in one piece, which makes this the one decoder of the wire format.
+    """
+
+    __slots__ = (
+        "_base",
+        "_buffers",
+        "_head",
+        "_head_len",
+        "_n_buffers",
+        "_raw",
+        "_segment",
+        "_segments",
+        "_to_bytes",
+        "fed",
+        "remaining",
+        "total",
+    )
+
+    def __init__(self, total: int, raw: memoryview, base: int) -> None:
+        """Receive a ``total``-byte message whose pieces lie in ``raw`` (a memoryview of the
+        segment, which starts at address ``base``)."""
+        if total < 16:
+            raise WireError(f"is a {total}-byte out-of-band message, shorter than its header")
+        self.total = total
+        self.fed = 0  # bytes consumed so far
+        self.remaining = total
+        self._raw = raw
+        self._base = base
+        self._head = bytearray()
+        self._head_len = 16  # the two counts; then the whole header and pickle
+        self._n_buffers = -1  # unknown until the two counts are in
+        self._buffers: list[Any] = []
+        # (message offset, length, destination address or 0, destination view or None)
+        self._segments: list[tuple[int, int, int, memoryview | None]] = []
+        self._segment = 0
+        self._to_bytes: list[int] = []  # buffers received in a bytearray that must be bytes
+
+    def take(self, off: int, n: int) -> None:
+        """Consume the message's next ``n`` bytes, found at offset ``off`` of the segment."""
+        if n > self.remaining:
+            raise WireError(f"runs {n - self.remaining} bytes past its declared length")
+        pos = self.fed
+        end = pos + n
+        self.fed = end
+        self.remaining -= n
+        raw = self._raw
+        while pos < end:
+            head_len = self._head_len
+            if pos < head_len:
+                m = min(end, head_len) - pos
+                self._head += raw[off : off + m]
+                pos += m
+                off += m
+                if pos == head_len:
+                    self._parse_head()
+                continue
+            start, length, addr, view = self._segments[self._segment]
+            into = pos - start
+            m = min(end - pos, length - into)
+            if addr:
+                _sys.memmove(addr + into, self._base + off, m)
+            else:
+                assert view is not None
+                view[into : into + m] = raw[off : off + m]
+            pos += m
+            off += m
+            if into + m == length:
+                self._segment += 1
+
+    def _parse_head(self) -> None:
+        """Called each time the header part received so far is complete: first the two counts
+        (which give the header's full length), then the buffer table."""
+        total = self.total
+        if self._n_buffers < 0:
+            n_buffers, pickle_length = _COUNTS.unpack_from(self._head, 0)
+            self._n_buffers = n_buffers
+            self._head_len = _head_length(total, n_buffers, pickle_length)
+            if self._head_len > 16:
+                return
+        table = struct.unpack_from(f"<{2 * self._n_buffers}Q", self._head, 16)
+        at = self._head_len
+        for i in range(self._n_buffers):
+            length, kind = table[2 * i], table[2 * i + 1]
+            made = _sys.new_bytes(length) if kind == _KIND_BYTES else None
+            buffer: bytes | bytearray
+            view: memoryview | None
+            if made is not None:
+                buffer, addr = made
+                view = None
+            else:
+                buffer = bytearray(length)
+                addr = 0
+                view = memoryview(buffer)
+                if kind == _KIND_BYTES:
+                    self._to_bytes.append(i)
+            self._buffers.append(buffer)
+            if length:
+                self._segments.append((at, length, addr, view))
+            at += length
+        if at != total:
+            raise WireError(f"declares {at} bytes of header, pickle and buffers in {total}")
+
+    def result(self) -> Any:
+        """Unpickle the complete message over its received buffers."""
+        if self.remaining or self._n_buffers < 0:
+            raise WireError(f"ended {self.remaining} bytes short of its declared length")
+        for _, _, _, view in self._segments:
+            if view is not None:
+                view.release()  # the reader's bytearray must stay resizable
+        buffers = self._buffers
+        for i in self._to_bytes:
+            buffers[i] = bytes(buffers[i])
+        start = 16 + 16 * self._n_buffers
+        with memoryview(self._head) as head, head[start:] as pickled:
+            return pickle.loads(pickled, buffers=buffers)

@@ -36,19 +36,21 @@ a scheduler broadcasting a request and waiting for the result) keeps reusing the
 which stays in the CPUs' caches, where walking through every slot made the two copies of a
 non-streamed 1 MiB message about twice as slow (``RingWriter.place`` has the safety argument).
 
-Streaming. A raw (unpickled) fragment of at least ``_STREAM_MIN`` bytes is also published piece by
-piece so that readers copy it out while it is still being copied in (two copies overlap instead of
-running back to back). Before copying, the writer stores the data slot and ``info``, then
-``pbytes = 0``, then ``pseq = k``; after each ``_PIECE`` bytes it stores ``pbytes`` = bytes copied
-so far; the final ``seq = k`` is the publish above and is the only thing that makes the fragment
-complete. A reader that loads ``pseq == k`` may then load ``pbytes`` and copy that many bytes:
-``pbytes = 0`` was stored before ``pseq = k`` and neither the descriptor nor the data slot can be
-reused before this reader releases ``k``, so every ``pbytes`` it loads afterwards belongs to
-fragment ``k`` and never exceeds what was copied. The reader copies into the very ``bytes`` object
-it will return (created uninitialised, see :func:`_sys.new_bytes`) and returns it only after
-loading ``seq == k`` and copying the rest; if the writer dies, the queue closes or the wait times
-out first, the half-filled object is dropped, never delivered. ``pseq`` and ``pbytes`` have one
-writer like every other word.
+Streaming. A fragment of at least ``_STREAM_MIN`` bytes of a raw (unpickled) message or of an
+out-of-band pickle is also published piece by piece so that readers copy it out while it is still
+being copied in (two copies overlap instead of running back to back). Before copying, the writer
+stores the data slot and ``info``, then ``pbytes = 0``, then ``pseq = k``; after each ``_PIECE``
+bytes it stores ``pbytes`` = bytes copied so far; the final ``seq = k`` is the publish above and is
+the only thing that makes the fragment complete. A reader that loads ``pseq == k`` may then load
+``pbytes`` and copy that many bytes: ``pbytes = 0`` was stored before ``pseq = k`` and neither the
+descriptor nor the data slot can be reused before this reader releases ``k``, so every ``pbytes`` it
+loads afterwards belongs to fragment ``k`` and never exceeds what was copied. The reader copies into
+the very ``bytes`` object it will return (created uninitialised, see :func:`_sys.new_bytes`), or
+into the buffers of an out-of-band pickle (:class:`~cardcage.shm._payload.OobReceiver`), and returns
+the message only after loading ``seq == k`` and copying the rest; if the writer dies or the queue
+closes first, the half-filled objects are dropped, never delivered (after a timed-out wait, the
+next call carries on where it stopped in a message of several fragments, and copies a one-fragment
+message again). ``pseq`` and ``pbytes`` have one writer like every other word.
 
 Memory ordering. Two orderings carry the protocol: (1) the writer's data and descriptor stores
 must become visible before its ``seq`` store, and a reader's loads of them must not be satisfied
@@ -90,12 +92,12 @@ import pickle
 import secrets
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from . import _sys
 from ._log import get_logger
-from ._payload import loads_oob
+from ._payload import OobReceiver, WireError
 from .envs import CARDCAGE_SHM_BUSY_US, CARDCAGE_SHM_WARNING_INTERVAL
 from .errors import (
     AttachError,
@@ -155,6 +157,7 @@ _HOT_MIN: Final = 64 << 10
 _WHOLE: Final = -2  # RingReader.wait: only a fully published fragment will do
 _STARTED: Final = -1  # RingReader.wait: a fragment whose streaming has started will do
 _ABANDONED: Final = object()  # RingReader: the message being read was aborted by the writer
+_PENDING: Final = object()  # RingReader: the fragment is consumed, its message not complete yet
 _SPIN_S: Final = 20e-6  # tight polling before yielding (skipped when oversubscribed)
 _PARK_S: Final = 0.1  # longest single futex sleep: bounds any lost wake-up
 _LIVENESS_S: Final = 0.1  # how often a parked waiter checks its peer's pid
@@ -416,6 +419,32 @@ class _Endpoint:
         return None if timeout is None else time.monotonic() + max(timeout, 0.0)
 
 
+class _Gather:
+    """A read position in a message made of several buffers, copied out in any pieces."""
+
+    __slots__ = ("index", "offset", "views")
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.views = [memoryview(p) for p in parts]
+        self.index = 0  # the part to copy from next
+        self.offset = 0  # how much of it is already copied
+
+    def copy_to(self, raw: memoryview, at: int, n: int) -> None:
+        """Copy the message's next ``n`` bytes to ``raw[at : at + n]``."""
+        views = self.views
+        index, offset = self.index, self.offset
+        while n:
+            view = views[index]
+            m = min(n, view.nbytes - offset)
+            raw[at : at + m] = view[offset : offset + m]
+            at += m
+            n -= m
+            offset += m
+            if offset == view.nbytes:
+                index, offset = index + 1, 0
+        self.index, self.offset = index, offset
+
+
 class RingWriter(_Endpoint):
     """The writing end: reserve a slot, fill it, publish it."""
 
@@ -603,10 +632,31 @@ class RingWriter(_Endpoint):
         """
         u = self.u
         raw = self.raw
+        n = src.nbytes
+        k, d = self._start_stream(slot, n, flags)
+        off = self.data_offs[slot]
+        piece = _PIECE
+        pos = 0
+        end = n - piece
+        try:
+            while pos < end:
+                nxt = pos + piece
+                raw[off + pos : off + nxt] = src[pos:nxt]
+                if _WEAK:
+                    _sys.fence()
+                u[d + _S_PBYTES] = pos = nxt
+            raw[off + pos : off + n] = src[pos:n]
+        except BaseException:
+            self._abort_stream(d, k)
+            raise
+        self._publish_seq(d, k)
+
+    def _start_stream(self, slot: int, n: int, flags: int) -> tuple[int, int]:
+        """Announce fragment ``self.seq + 1`` of ``n`` bytes in data slot ``slot`` as streaming
+        (``pbytes = 0``, then ``pseq``) and wake parked readers; returns ``(k, d)``."""
+        u = self.u
         k = self.seq + 1
         d = self.desc_words[(k - 1) % self.n_slots]
-        off = self.data_offs[slot]
-        n = src.nbytes
         u[d + _S_DSLOT] = slot
         u[d + _S_INFO] = n | (flags << _FLAG_SHIFT)
         u[d + _S_PBYTES] = 0
@@ -620,22 +670,40 @@ class RingWriter(_Endpoint):
             if u[w]:
                 _sys.futex_wake(self.base + d * 8)
                 break
+        return k, d
+
+    def _abort_stream(self, d: int, k: int) -> None:
+        """Publish streaming fragment ``k`` as aborted (no data) after a failed copy.
+
+        Readers may already hold pieces of it: the flag makes them drop its message, and ``k``
+        is never reused for other bytes.
+        """
+        self.u[d + _S_INFO] = ABORTED << _FLAG_SHIFT
+        self._publish_seq(d, k)
+
+    def stream_parts(self, slot: int, src: _Gather, n: int, flags: int) -> None:
+        """:meth:`stream` for the next ``n`` bytes of a message made of several parts (an
+        out-of-band pickle: header, pickle stream, then each buffer).
+
+        Not merged with :meth:`stream`: routing raw ``bytes`` through :class:`_Gather` made
+        their copy 10-20 µs per MiB slower on the benchmark VM, and raw 1 MiB is a budget row.
+        """
+        u = self.u
+        k, d = self._start_stream(slot, n, flags)
+        off = self.data_offs[slot]
         piece = _PIECE
         pos = 0
         end = n - piece
         try:
             while pos < end:
-                nxt = pos + piece
-                raw[off + pos : off + nxt] = src[pos:nxt]
+                src.copy_to(self.raw, off + pos, piece)
+                pos += piece
                 if _WEAK:
                     _sys.fence()
-                u[d + _S_PBYTES] = pos = nxt
-            raw[off + pos : off + n] = src[pos:n]
+                u[d + _S_PBYTES] = pos
+            src.copy_to(self.raw, off + pos, n - pos)
         except BaseException:
-            # Readers may already hold pieces of fragment k: publish it as aborted (no data) so
-            # they drop its message, and so that k is never reused for other bytes.
-            u[d + _S_INFO] = ABORTED << _FLAG_SHIFT
-            self._publish_seq(d, k)
+            self._abort_stream(d, k)
             raise
         self._publish_seq(d, k)
 
@@ -702,11 +770,13 @@ class RingWriter(_Endpoint):
     def send_parts(self, parts: list[Any], total: int, flags: int, timeout: float | None) -> None:
         """Copy ``parts`` (bytes or 'B' views) back to back into the ring as one message.
 
-        Each part is copied once, straight from the caller's memory into the slots; a message
-        larger than a slot streams as fragments exactly like :meth:`write`.
+        Each part is copied once, straight from the caller's memory into the slots. A message
+        larger than a slot goes as several fragments, as in :meth:`write`, and every fragment of
+        at least ``_STREAM_MIN`` bytes is streamed (readers rebuild the buffers while the copy is
+        still running; see :class:`~cardcage.shm._payload.OobReceiver`).
         """
         raw = self.raw
-        if total <= self.slot_bytes:
+        if total <= self.slot_bytes and total < _STREAM_MIN:
             k = self.seq + 1
             if k - self.n_slots > self.min_read:
                 self.reserve(k, self._deadline(timeout), timeout)
@@ -720,29 +790,23 @@ class RingWriter(_Endpoint):
             return
         deadline = self._deadline(timeout)
         size = self.slot_bytes
-        views = [memoryview(p) for p in parts]
-        index, offset = 0, 0  # next part to copy and how much of it is already in the ring
+        src = _Gather(parts)
         sent = 0
         first = FIRST
         while True:
             k = self.seq + 1
             self.reserve(k, deadline, timeout)
-            slot = self.place(k, min(size, total - sent))
-            base = self.data_offs[slot]
-            filled = 0
-            while filled < size and index < len(views):
-                view = views[index]
-                n = min(size - filled, view.nbytes - offset)
-                raw[base + filled : base + filled + n] = view[offset : offset + n]
-                filled += n
-                offset += n
-                if offset == view.nbytes:
-                    index, offset = index + 1, 0
-            sent += filled
+            n = min(size, total - sent)
+            slot = self.place(k, n)
+            sent += n
             last = LAST if sent >= total else 0
             if first:
                 self.u[self.desc_words[(k - 1) % self.n_slots] + _S_TOTAL] = total
-            self.publish(slot, filled, flags | first | last)
+            if n >= _STREAM_MIN:
+                self.stream_parts(slot, src, n, flags | first | last)
+            else:
+                src.copy_to(raw, self.data_offs[slot], n)
+                self.publish(slot, n, flags | first | last)
             if last:
                 return
             first = 0
@@ -754,6 +818,31 @@ class RingWriter(_Endpoint):
         _sys.fence()
         k = self.seq + 1
         _sys.futex_wake(self.base + (self.lay.desc + ((k - 1) % self.n_slots) * _W) * 8)
+
+
+class _RawSink:
+    """Receives a raw message, fed in order, straight into the ``bytes`` it is returned as."""
+
+    __slots__ = ("addr", "base", "fed", "obj", "total")
+
+    def __init__(self, obj: bytes, addr: int, base: int, total: int) -> None:
+        self.obj = obj  # uninitialised until every byte is in; never handed out before that
+        self.addr = addr
+        self.base = base
+        self.total = total
+        self.fed = 0
+
+    def take(self, off: int, n: int) -> None:
+        """Copy the message's next ``n`` bytes from offset ``off`` of the segment."""
+        if self.fed + n > self.total:  # a raw copy past the object would corrupt memory
+            raise WireError(f"runs {self.fed + n - self.total} bytes past its declared length")
+        _sys.memmove(self.addr + self.fed, self.base + off, n)
+        self.fed += n
+
+    def result(self) -> bytes:
+        if self.fed != self.total:
+            raise WireError(f"ended {self.total - self.fed} bytes short of its declared length")
+        return self.obj
 
 
 class RingReader(_Endpoint):
@@ -781,16 +870,16 @@ class RingReader(_Endpoint):
         self.writer_start = int(u[_H_CREATOR_START])
         # Judge the writer's liveness by pid only inside the same pid namespace.
         self.check_writer = u[_H_CREATOR_PIDNS] == _sys.pid_namespace()
-        # A message being assembled from fragments: raw ones in a BytesIO (whose getvalue() hands
-        # over its buffer without a copy), pickled ones in a scratch buffer reused across
-        # messages, so large pickles do not pay fresh-allocation page faults on every receive.
+        # A message arriving in several fragments goes straight into the objects it will be
+        # delivered as (a raw one into its ``bytes``, an out-of-band pickle into its buffers).
+        self.partial_sink: _RawSink | OobReceiver | None = None
+        # Otherwise it is assembled first: raw ones (where uninitialised ``bytes`` are not
+        # available) in a BytesIO, whose getvalue() hands over its buffer without a copy;
+        # in-band pickles in a scratch buffer reused across messages, so large pickles do not
+        # pay fresh-allocation page faults on every receive.
         self.partial: io.BytesIO | memoryview | None = None
-        # A raw message being streamed straight into the ``bytes`` it will be returned as.
-        self.partial_raw: bytes | None = None
-        self.partial_addr = 0
         self.stream = _sys.NEW_BYTES  # whether fragments may be copied out while streaming
-        self.partial_pos = 0
-        self.partial_flags = 0
+        self.partial_pos = 0  # where the current fragment starts in the message
         self.scratch = bytearray()
         self.delivered = 0
 
@@ -851,7 +940,7 @@ class RingReader(_Endpoint):
                     _sys.fence()
                 if u[d] == k:
                     return
-                self.partial = self.partial_raw = None
+                self.partial = self.partial_sink = None
                 raise QueueClosedError
             if deadline is not None and now >= deadline:
                 raise QueueTimeoutError("dequeue (waiting for a message)", timeout or 0.0)
@@ -864,7 +953,7 @@ class RingReader(_Endpoint):
                         _sys.fence()
                     if u[d] == k:
                         return
-                    self.partial = self.partial_raw = None
+                    self.partial = self.partial_sink = None
                     self.ring.unlink()  # survivor cleanup: nobody else will remove the name
                     raise WriterDiedError(self.writer_pid, self.delivered)
                 next_check = now + _LIVENESS_S
@@ -918,17 +1007,17 @@ class RingReader(_Endpoint):
             _sys.fence()
         info = u[d + 1]
         # FIRST | LAST: the whole message
-        if info >> 56 & 3 == 3 and self.partial is None and self.partial_raw is None:
+        if info >> 56 & 3 == 3 and self.partial is None and self.partial_sink is None:
             off = self.data_off(k, d)
             end = off + (info & NBYTES_MASK)
-            if not whole:  # being streamed: copy the pieces out as they arrive
-                obj = self._stream_out(k, d, off, info, False, self._deadline(timeout), timeout)
+            if not whole or info >> 56 & OOB:  # streaming in, or buffers to rebuild
+                obj = self._stream_out(k, d, off, info, whole, self._deadline(timeout), timeout)
                 if obj is _ABANDONED:
                     self.release(k)
                     return self._read_fragments(timeout)
             elif info >> 56 & PICKLED:
                 with self.raw[off:end] as view:
-                    obj = loads_oob(view) if info >> 56 & OOB else pickle.loads(view)
+                    obj = pickle.loads(view)
             else:
                 obj = self.raw[off:end].tobytes()
             if _WEAK:
@@ -953,43 +1042,60 @@ class RingReader(_Endpoint):
         deadline: float | None,
         timeout: float | None,
     ) -> Any:
-        """Read fragment ``k``, a whole message, copying a raw one out as it streams in.
+        """Read fragment ``k``, a whole message; one that is still streaming in is copied out
+        piece by piece, straight into the object(s) it is delivered as.
 
         ``whole``: ``seq == k`` was loaded before ``info``. Returns ``_ABANDONED`` if the writer
         aborted the fragment.
         """
-        made = None if info >> _FLAG_SHIFT & PICKLED else _sys.new_bytes(info & NBYTES_MASK)
-        if made is None:  # only raw fragments are streamed; anything else is read whole
-            if not whole:
-                self.wait(k, d, deadline, timeout)
-                if _WEAK:
-                    _sys.fence()
-                info = self.u[d + _S_INFO]
-                if info >> _FLAG_SHIFT & ABORTED:
+        flags = info >> _FLAG_SHIFT
+        try:
+            sink = None if whole and not flags & OOB else self._sink(flags, info & NBYTES_MASK)
+            if sink is not None:
+                if not self._copy_streamed(k, d, off, sink.take, info, deadline, timeout):
                     return _ABANDONED
-            n = info & NBYTES_MASK
-            if info >> _FLAG_SHIFT & PICKLED:
-                with self.raw[off : off + n] as view:
-                    return loads_oob(view) if info >> _FLAG_SHIFT & OOB else pickle.loads(view)
-            return self.raw[off : off + n].tobytes()
-        obj, addr = made
-        if not self._copy_streamed(k, d, off, addr, info, deadline, timeout):
-            return _ABANDONED
-        return obj
+                return sink.result()
+        except WireError as exc:
+            raise self._corrupt(k, str(exc)) from None
+        if not whole:  # an in-band pickle: wait for the whole fragment
+            self.wait(k, d, deadline, timeout)
+            if _WEAK:
+                _sys.fence()
+            info = self.u[d + _S_INFO]
+            flags = info >> _FLAG_SHIFT
+            if flags & ABORTED:
+                return _ABANDONED
+        n = info & NBYTES_MASK
+        if flags & PICKLED:
+            with self.raw[off : off + n] as view:
+                return pickle.loads(view)
+        return self.raw[off : off + n].tobytes()
+
+    def _sink(self, flags: int, total: int) -> _RawSink | OobReceiver | None:
+        """Where a ``total``-byte message's bytes can go as they arrive (``None``: it is read
+        from whole fragments and decoded at the end)."""
+        if flags & OOB:
+            return OobReceiver(total, self.raw, self.base)
+        if flags & PICKLED:
+            return None
+        made = _sys.new_bytes(total)
+        return None if made is None else _RawSink(made[0], made[1], self.base, total)
 
     def _copy_streamed(
         self,
         k: int,
         d: int,
         off: int,
-        dst: int,
+        take: Callable[[int, int], None],
         info: int,
         deadline: float | None,
         timeout: float | None,
+        have: int = 0,
     ) -> bool:
-        """Copy the bytes of fragment ``k`` (slot data at ``off``; length and flags ``info``,
-        loaded after ``pseq == k`` or ``seq == k``) to address ``dst``, each piece as soon as the
-        writer has published it, the rest once ``seq == k``. False if the writer aborted it.
+        """Pass the bytes of fragment ``k`` (slot data at ``off``; length and flags ``info``,
+        loaded after ``pseq == k`` or ``seq == k``) to ``take(offset, n)`` in order, each piece
+        as soon as the writer has published it, the rest once ``seq == k``; the first ``have``
+        were passed before (a wait that timed out). False if the writer aborted the fragment.
 
         From ``pseq == k`` on, every value of ``pbytes`` this reader loads belongs to fragment
         ``k``, since the slot cannot be reused before this reader releases ``k``.
@@ -998,10 +1104,7 @@ class RingReader(_Endpoint):
         if n > self.slot_bytes:
             raise self._corrupt(k, f"claims {n} bytes in a {self.slot_bytes}-byte slot")
         u = self.u
-        src = self.base + off
         b = d + _S_PBYTES
-        have = 0
-        memmove = _sys.memmove
         while True:
             if u[d] == k:
                 if _WEAK:
@@ -1009,13 +1112,13 @@ class RingReader(_Endpoint):
                 if u[d + _S_INFO] != info:  # published as ABORTED instead
                     return False
                 if n > have:
-                    memmove(dst + have, src + have, n - have)
+                    take(off + have, n - have)
                 return True
             avail = min(u[b], n)
             if _WEAK:
                 _sys.fence()
             if avail > have:
-                memmove(dst + have, src + have, avail - have)
+                take(off + have, avail - have)
                 have = avail
             else:
                 self.wait(k, d, deadline, timeout, have)
@@ -1034,6 +1137,42 @@ class RingReader(_Endpoint):
             "something other than its writer (recreate the queue)"
         )
 
+    def _next_fragment(
+        self,
+        sink: _RawSink | OobReceiver,
+        k: int,
+        d: int,
+        off: int,
+        info: int,
+        deadline: float | None,
+        timeout: float | None,
+    ) -> Any:
+        """Pass fragment ``k`` of a multi-fragment message to ``sink`` and release it: the
+        message once its last fragment is in, else ``_PENDING`` (also when it was aborted)."""
+        n = info & NBYTES_MASK
+        pos = self.partial_pos
+        last = info >> _FLAG_SHIFT & LAST
+        if pos + n > sink.total or (last and pos + n != sink.total):
+            self.partial_sink = None
+            raise self._corrupt(k, f"does not fit its {sink.total}-byte message")
+        try:
+            # after a timed-out wait, the first ``sink.fed - pos`` bytes are already passed
+            done = self._copy_streamed(
+                k, d, off, sink.take, info, deadline, timeout, sink.fed - pos
+            )
+            self.release(k)
+            if not done:
+                self.partial_sink = None
+                return _PENDING
+            self.partial_pos = pos + n
+            if not last:
+                return _PENDING
+            self.partial_sink = None
+            return sink.result()
+        except WireError as exc:
+            self.partial_sink = None
+            raise self._corrupt(k, str(exc)) from None
+
     def _read_fragments(self, timeout: float | None) -> Any:
         deadline = self._deadline(timeout)
         u = self.u
@@ -1051,12 +1190,12 @@ class RingReader(_Endpoint):
             flags = info >> _FLAG_SHIFT
             off = self.data_off(k, d)
             if flags & ABORTED:  # the writer gave up on this message in the middle
-                self.partial = self.partial_raw = None
+                self.partial = self.partial_sink = None
                 self.release(k)
                 continue
             if flags & FIRST:
                 # a new message: any half-received one was abandoned
-                self.partial = self.partial_raw = None
+                self.partial = self.partial_sink = None
                 if flags & LAST:
                     obj = self._stream_out(k, d, off, info, whole, deadline, timeout)
                     self.release(k)
@@ -1064,42 +1203,31 @@ class RingReader(_Endpoint):
                         continue
                     self.delivered += 1
                     return obj
-                self.partial_flags = flags
                 self.partial_pos = 0
                 total = int(u[d + _S_TOTAL])
-                made = None if flags & PICKLED else _sys.new_bytes(total)
-                if made is not None:
-                    self.partial_raw, self.partial_addr = made
-                elif flags & PICKLED:
-                    if len(self.scratch) < total:
-                        self.scratch = bytearray(total)
-                    self.partial = memoryview(self.scratch)[:total]
-                else:
-                    self.partial = io.BytesIO()
-            elif self.partial is None and self.partial_raw is None:
+                try:
+                    self.partial_sink = self._sink(flags, total)
+                except WireError as exc:
+                    raise self._corrupt(k, str(exc)) from None
+                if self.partial_sink is None:
+                    if flags & PICKLED:
+                        if len(self.scratch) < total:
+                            self.scratch = bytearray(total)
+                        self.partial = memoryview(self.scratch)[:total]
+                    else:
+                        self.partial = io.BytesIO()
+            elif self.partial is None and self.partial_sink is None:
                 # A continuation of a message this reader never saw the start of.
                 self.release(k)
                 continue
-            raw_result = self.partial_raw
-            if raw_result is not None:
-                pos = self.partial_pos
-                if pos + n > len(raw_result) or (flags & LAST and pos + n != len(raw_result)):
-                    self.partial_raw = None
-                    raise self._corrupt(k, f"does not fit its {len(raw_result)}-byte message")
-                if not self._copy_streamed(
-                    k, d, off, self.partial_addr + pos, info, deadline, timeout
-                ):
-                    self.partial_raw = None
-                    self.release(k)
+            sink = self.partial_sink
+            if sink is not None:
+                obj = self._next_fragment(sink, k, d, off, info, deadline, timeout)
+                if obj is _PENDING:
                     continue
-                self.partial_pos = pos + n
-                self.release(k)
-                if flags & LAST:
-                    self.partial_raw = None
-                    self.delivered += 1
-                    return raw_result
-                continue
-            if not whole:  # only raw fragments are copied out while they stream in
+                self.delivered += 1
+                return obj
+            if not whole:  # an in-band pickle is copied from whole fragments only
                 self.wait(k, d, deadline, timeout)
                 if _WEAK:
                     _sys.fence()
@@ -1122,7 +1250,7 @@ class RingReader(_Endpoint):
                     return partial.getvalue()
                 assert partial is not None
                 with partial:
-                    return loads_oob(partial) if flags & OOB else pickle.loads(partial)
+                    return pickle.loads(partial)
 
 
 def sweep_stale(directory: str = SHM_DIR) -> list[str]:
