@@ -15,6 +15,14 @@ from cardcage.shm import MessageQueue, QueueClosedError, ShmBroadcastError
 from cardcage.shm.queue import Handle
 
 
+def recv(conn: Connection, timeout: float = 60.0) -> Any:
+    """``conn.recv()`` that fails the test, instead of hanging the CI run, when the child process
+    never answers (a regression that deadlocks it, or a crash before it sends)."""
+    if not conn.poll(timeout):
+        raise AssertionError(f"no answer from the child process within {timeout:.0f} s")
+    return conn.recv()
+
+
 def digest(obj: Any) -> tuple[str, str]:
     """Type name and sha256 of an object's canonical bytes."""
     data = obj if isinstance(obj, bytes | bytearray) else pickle.dumps(obj, 5)
@@ -252,10 +260,14 @@ def read_all_objects(handle: Handle, rank: int, n: int, conn: Connection) -> Non
 
 
 def _check_writable(obj: Any) -> None:
-    """Received numpy arrays must be writable (they own their memory)."""
+    """Received numpy arrays must be writable (they own their memory); received bytearrays must
+    be resizable (nothing of the queue still holds a view of them)."""
     if type(obj).__module__ == "numpy" and type(obj).__name__ == "ndarray":
         assert obj.flags.writeable, "received array is read-only"
         obj.flat[0] = obj.flat[0]
+    elif isinstance(obj, bytearray):
+        obj.append(0)  # BufferError while a memoryview of it is alive
+        del obj[-1]
     elif isinstance(obj, dict):
         for v in obj.values():
             _check_writable(v)

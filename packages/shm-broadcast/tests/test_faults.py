@@ -35,7 +35,7 @@ def test_sigkilled_reader_makes_a_blocked_writer_raise_with_its_rank_and_pid(
         reader = MessageQueue.create_from_handle(handle, 1)  # a live reader that keeps up
         victim.start()
         q.wait_until_ready(timeout=30)
-        pid = parent.recv()
+        pid = shm_workers.recv(parent)
         q.enqueue(0, timeout=5)
         q.enqueue(1, timeout=5)
         assert reader.dequeue(timeout=5) == 0
@@ -54,11 +54,11 @@ def test_sigkilled_writer_lets_readers_drain_every_published_message_then_raises
     parent, child = spawn.Pipe()
     writer = spawn.Process(target=shm_workers.writer_then_hang, args=(3, CHUNK, 4, child))
     writer.start()
-    handle = parent.recv()
+    handle = shm_workers.recv(parent)
     q = MessageQueue.create_from_handle(handle, 0)
     parent.send("ready")
     q.wait_until_ready(timeout=30)
-    assert parent.recv() == "published"
+    assert shm_workers.recv(parent) == "published"
     os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
     writer.join(10)
     got = [q.dequeue(timeout=30) for _ in range(3)]
@@ -90,10 +90,10 @@ def test_writer_killed_while_streaming_a_message_never_delivers_its_pieces(
         args=(1 << 20, first, os.urandom(size), stall_at, child),
     )
     writer.start()
-    q = MessageQueue.create_from_handle(parent.recv(), 0)
+    q = MessageQueue.create_from_handle(shm_workers.recv(parent), 0)
     q.wait_until_ready(timeout=30)
     assert q.dequeue(timeout=30) == first
-    assert parent.recv() == "midway"
+    assert shm_workers.recv(parent) == "midway"
     reader = q._reader
     assert reader is not None
     k = reader.seq + 1 + (size > 1 << 20)  # the fragment being streamed
@@ -134,10 +134,10 @@ def test_exception_while_streaming_drops_the_message_readers_already_copied_piec
         args=(1 << 20, first, message, stall_at, child),
     )
     writer.start()
-    q = MessageQueue.create_from_handle(parent.recv(), 0)
+    q = MessageQueue.create_from_handle(shm_workers.recv(parent), 0)
     q.wait_until_ready(timeout=30)
     assert q.dequeue(timeout=30) == first
-    assert parent.recv() == "midway"
+    assert shm_workers.recv(parent) == "midway"
     got: list[object] = []
     thread = threading.Thread(target=lambda: got.append(q.dequeue(timeout=30)))
     thread.start()
@@ -150,7 +150,7 @@ def test_exception_while_streaming_drops_the_message_readers_already_copied_piec
     parent.send("raise")
     thread.join(30)
     assert got == [b"after"]
-    assert parent.recv() == "after"
+    assert shm_workers.recv(parent) == "after"
     parent.send("done")
     writer.join(30)
     assert writer.exitcode == 0
@@ -161,10 +161,10 @@ def test_writer_killed_before_readiness_leaves_no_segment_behind(spawn: SpawnCon
     parent, child = spawn.Pipe()
     writer = spawn.Process(target=shm_workers.writer_then_hang, args=(0, CHUNK, 2, child))
     writer.start()
-    handle = parent.recv()
+    handle = shm_workers.recv(parent)
     q = MessageQueue.create_from_handle(handle, 0)  # attached; writer never calls ready
     parent.send("no")
-    assert parent.recv() == "published"
+    assert shm_workers.recv(parent) == "published"
     os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
     writer.join(10)
     with pytest.raises(WriterDiedError):
@@ -176,9 +176,9 @@ def test_sweep_stale_removes_segments_of_dead_creators(spawn: SpawnContext) -> N
     parent, child = spawn.Pipe()
     writer = spawn.Process(target=shm_workers.writer_then_hang, args=(0, CHUNK, 2, child))
     writer.start()
-    handle = parent.recv()
+    handle = shm_workers.recv(parent)
     parent.send("no")
-    assert parent.recv() == "published"
+    assert shm_workers.recv(parent) == "published"
     os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
     writer.join(10)
     assert handle.buffer_handle is not None
@@ -196,7 +196,7 @@ def test_a_forked_child_dropping_the_writer_never_unlinks_or_closes_it() -> None
     parent, child = fork.Pipe()
     p = fork.Process(target=shm_workers.forked_child_drops_writer, args=(q, child))
     p.start()
-    assert parent.recv() == "ok"
+    assert shm_workers.recv(parent) == "ok"
     p.join(10)
     assert p.exitcode == 0
     assert os.path.exists(path)

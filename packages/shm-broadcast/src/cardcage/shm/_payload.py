@@ -157,6 +157,11 @@ class WireError(ValueError):
 
 
 _COUNTS: Final = struct.Struct("<2Q")
+# a buffer's place in a message: (message offset, length, destination address or 0, and a
+# writable view of the destination where there is no address)
+_Segment = tuple[int, int, int, memoryview | None]
+# what a receiver builds once the header is in: (buffers, segments)
+_Layout = tuple[list[Any], list[_Segment]]
 
 
 def _head_length(total: int, n_buffers: int, pickle_length: int) -> int:
@@ -180,22 +185,14 @@ class OobReceiver:
     ``bytearray``) and copies each later piece straight from shared memory into the objects it
     overlaps. Every buffer byte is thus copied once out of the ring. A message that is already
     complete is fed in one piece, which makes this the one decoder of the wire format.
+
+    ``fed`` counts the bytes consumed and advances only after each copy, and every copy lands at
+    the position it belongs to: when a call is interrupted half-way (a timed-out wait between
+    pieces, a ``KeyboardInterrupt``), feeding again from ``fed`` repeats at most a copy that
+    already happened, and never skips or doubles bytes.
     """
 
-    __slots__ = (
-        "_base",
-        "_buffers",
-        "_head",
-        "_head_len",
-        "_n_buffers",
-        "_raw",
-        "_segment",
-        "_segments",
-        "_to_bytes",
-        "fed",
-        "remaining",
-        "total",
-    )
+    __slots__ = ("_base", "_head", "_layout", "_raw", "_segment", "_shape", "fed", "total")
 
     def __init__(self, total: int, raw: memoryview, base: int) -> None:
         """Receive a ``total``-byte message whose pieces lie in ``raw`` (a memoryview of the
@@ -204,38 +201,39 @@ class OobReceiver:
             raise WireError(f"is a {total}-byte out-of-band message, shorter than its header")
         self.total = total
         self.fed = 0  # bytes consumed so far
-        self.remaining = total
         self._raw = raw
         self._base = base
-        self._head = bytearray()
-        self._head_len = 16  # the two counts; then the whole header and pickle
-        self._n_buffers = -1  # unknown until the two counts are in
-        self._buffers: list[Any] = []
-        # (message offset, length, destination address or 0, destination view or None)
-        self._segments: list[tuple[int, int, int, memoryview | None]] = []
-        self._segment = 0
-        self._to_bytes: list[int] = []  # buffers received in a bytearray that must be bytes
+        self._head = bytearray()  # the header and the pickle, as they arrive
+        # (n_buffers, length of header + pickle), once the two counts are in
+        self._shape: tuple[int, int] | None = None
+        # (buffers, segments), once the header is in
+        self._layout: _Layout | None = None
+        self._segment = 0  # the segment the next buffer byte belongs to
 
     def take(self, off: int, n: int) -> None:
         """Consume the message's next ``n`` bytes, found at offset ``off`` of the segment."""
-        if n > self.remaining:
-            raise WireError(f"runs {n - self.remaining} bytes past its declared length")
         pos = self.fed
         end = pos + n
-        self.fed = end
-        self.remaining -= n
+        if end > self.total:
+            raise WireError(f"runs {end - self.total} bytes past its declared length")
         raw = self._raw
         while pos < end:
-            head_len = self._head_len
-            if pos < head_len:
-                m = min(end, head_len) - pos
-                self._head += raw[off : off + m]
-                pos += m
-                off += m
-                if pos == head_len:
-                    self._parse_head()
+            layout = self._layout
+            if layout is None:
+                shape = self._shape
+                head_len = 16 if shape is None else shape[1]
+                if pos < head_len:
+                    m = min(end, head_len) - pos
+                    self._head[pos : pos + m] = raw[off : off + m]
+                    pos += m
+                    off += m
+                    self.fed = pos
+                elif shape is None:
+                    self._shape = self._read_counts()
+                else:
+                    self._layout = self._make_layout(shape)
                 continue
-            start, length, addr, view = self._segments[self._segment]
+            start, length, addr, view = layout[1][self._segment]
             into = pos - start
             m = min(end - pos, length - into)
             if addr:
@@ -245,52 +243,58 @@ class OobReceiver:
                 view[into : into + m] = raw[off : off + m]
             pos += m
             off += m
+            self.fed = pos
             if into + m == length:
                 self._segment += 1
 
-    def _parse_head(self) -> None:
-        """Called each time the header part received so far is complete: first the two counts
-        (which give the header's full length), then the buffer table."""
-        total = self.total
-        if self._n_buffers < 0:
-            n_buffers, pickle_length = _COUNTS.unpack_from(self._head, 0)
-            self._n_buffers = n_buffers
-            self._head_len = _head_length(total, n_buffers, pickle_length)
-            if self._head_len > 16:
-                return
-        table = struct.unpack_from(f"<{2 * self._n_buffers}Q", self._head, 16)
-        at = self._head_len
-        for i in range(self._n_buffers):
-            length, kind = table[2 * i], table[2 * i + 1]
+    def _read_counts(self) -> tuple[int, int]:
+        """``(n_buffers, header + pickle length)`` from the first 16 bytes, checked."""
+        n_buffers, pickle_length = _COUNTS.unpack_from(self._head, 0)
+        return n_buffers, _head_length(self.total, n_buffers, pickle_length)
+
+    def _make_layout(self, shape: tuple[int, int]) -> _Layout:
+        """Check the buffer table against the message, then create every buffer's object."""
+        n_buffers, head_len = shape
+        table = struct.unpack_from(f"<{2 * n_buffers}Q", self._head, 16)
+        lengths = table[0::2]
+        declared = head_len + sum(lengths)
+        if declared != self.total:  # checked before anything is allocated
+            raise WireError(
+                f"declares {declared} bytes of header, pickle and buffers in {self.total}"
+            )
+        buffers: list[Any] = []
+        segments: list[_Segment] = []
+        at = head_len
+        for i, (length, kind) in enumerate(zip(lengths, table[1::2], strict=True)):
+            if kind not in (_KIND_BYTES, _KIND_BYTEARRAY):
+                raise WireError(f"declares buffer {i} of unknown kind {kind}")
             made = _sys.new_bytes(length) if kind == _KIND_BYTES else None
             buffer: bytes | bytearray
             view: memoryview | None
             if made is not None:
                 buffer, addr = made
                 view = None
-            else:
+            else:  # where bytes cannot be made uninitialised, _as_bytes converts it on loading
                 buffer = bytearray(length)
                 addr = 0
                 view = memoryview(buffer)
-                if kind == _KIND_BYTES:
-                    self._to_bytes.append(i)
-            self._buffers.append(buffer)
+            buffers.append(buffer)
             if length:
-                self._segments.append((at, length, addr, view))
+                segments.append((at, length, addr, view))
             at += length
-        if at != total:
-            raise WireError(f"declares {at} bytes of header, pickle and buffers in {total}")
+        return buffers, segments
 
     def result(self) -> Any:
         """Unpickle the complete message over its received buffers."""
-        if self.remaining or self._n_buffers < 0:
-            raise WireError(f"ended {self.remaining} bytes short of its declared length")
-        for _, _, _, view in self._segments:
+        if self.fed != self.total:
+            raise WireError(f"ended {self.total - self.fed} bytes short of its declared length")
+        if self._layout is None:  # the message ended with its pickle: every buffer is empty
+            shape = self._shape if self._shape is not None else self._read_counts()
+            self._layout = self._make_layout(shape)
+        buffers, segments = self._layout
+        for _, _, _, view in segments:
             if view is not None:
-                view.release()  # the reader's bytearray must stay resizable
-        buffers = self._buffers
-        for i in self._to_bytes:
-            buffers[i] = bytes(buffers[i])
-        start = 16 + 16 * self._n_buffers
+                view.release()  # the reader's bytearray must stay resizable, even before GC
+        start = 16 + 16 * len(buffers)
         with memoryview(self._head) as head, head[start:] as pickled:
             return pickle.loads(pickled, buffers=buffers)

@@ -1049,8 +1049,11 @@ class RingReader(_Endpoint):
         aborted the fragment.
         """
         flags = info >> _FLAG_SHIFT
+        n = info & NBYTES_MASK
+        if n > self.slot_bytes:  # checked before anything is allocated for it
+            raise self._corrupt(k, f"claims {n} bytes in a {self.slot_bytes}-byte slot")
         try:
-            sink = None if whole and not flags & OOB else self._sink(flags, info & NBYTES_MASK)
+            sink = None if whole and not flags & OOB else self._sink(flags, n)
             if sink is not None:
                 if not self._copy_streamed(k, d, off, sink.take, info, deadline, timeout):
                     return _ABANDONED
