@@ -164,17 +164,6 @@ _Segment = tuple[int, int, int, memoryview | None]
 _Layout = tuple[list[Any], list[_Segment]]
 
 
-def _head_length(total: int, n_buffers: int, pickle_length: int) -> int:
-    """The length of header plus pickle, checked against the message's ``total`` length."""
-    head = 16 + 16 * n_buffers + pickle_length
-    if head > total:
-        raise WireError(
-            f"declares {n_buffers} buffers and a {pickle_length}-byte pickle in a "
-            f"{total}-byte message"
-        )
-    return head
-
-
 class OobReceiver:
     """Rebuilds one out-of-band message from its wire bytes, fed in order in pieces of any size.
 
@@ -250,7 +239,13 @@ class OobReceiver:
     def _read_counts(self) -> tuple[int, int]:
         """``(n_buffers, header + pickle length)`` from the first 16 bytes, checked."""
         n_buffers, pickle_length = _COUNTS.unpack_from(self._head, 0)
-        return n_buffers, _head_length(self.total, n_buffers, pickle_length)
+        head_len = 16 + 16 * n_buffers + pickle_length
+        if head_len > self.total:
+            raise WireError(
+                f"declares {n_buffers} buffers and a {pickle_length}-byte pickle in a "
+                f"{self.total}-byte message"
+            )
+        return n_buffers, head_len
 
     def _make_layout(self, shape: tuple[int, int]) -> _Layout:
         """Check the buffer table against the message, then create every buffer's object."""

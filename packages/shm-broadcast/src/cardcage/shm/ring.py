@@ -1099,13 +1099,12 @@ class RingReader(_Endpoint):
         loaded after ``pseq == k`` or ``seq == k``) to ``take(offset, n)`` in order, each piece
         as soon as the writer has published it, the rest once ``seq == k``; the first ``have``
         were passed before (a wait that timed out). False if the writer aborted the fragment.
+        The callers have checked that ``info``'s length fits a slot.
 
         From ``pseq == k`` on, every value of ``pbytes`` this reader loads belongs to fragment
         ``k``, since the slot cannot be reused before this reader releases ``k``.
         """
         n = info & NBYTES_MASK
-        if n > self.slot_bytes:
-            raise self._corrupt(k, f"claims {n} bytes in a {self.slot_bytes}-byte slot")
         u = self.u
         b = d + _S_PBYTES
         while True:
@@ -1153,6 +1152,8 @@ class RingReader(_Endpoint):
         """Pass fragment ``k`` of a multi-fragment message to ``sink`` and release it: the
         message once its last fragment is in, else ``_PENDING`` (also when it was aborted)."""
         n = info & NBYTES_MASK
+        if n > self.slot_bytes:
+            raise self._corrupt(k, f"claims {n} bytes in a {self.slot_bytes}-byte slot")
         pos = self.partial_pos
         last = info >> _FLAG_SHIFT & LAST
         if pos + n > sink.total or (last and pos + n != sink.total):
