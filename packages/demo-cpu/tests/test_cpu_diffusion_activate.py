@@ -95,7 +95,7 @@ def test_importing_and_activating_imports_no_torch_runtime_or_platform() -> None
     code = (
         "import json, sys; import cardcage_demo_cpu.diffusion as d; q = d.activate(); "
         "print(json.dumps([q, sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('torch', 'numpy') or m.startswith(('cardcage.diffusion', 'cardcage.platforms', "
+        "('torch', 'numpy', 'sglang') or m.startswith(('cardcage.diffusion', 'cardcage.platforms', "
         "'cardcage_demo_cpu.')))]))"
     )
     env = {**os.environ, OVERRIDE: ENTRY_POINT_NAME}
@@ -104,7 +104,13 @@ def test_importing_and_activating_imports_no_torch_runtime_or_platform() -> None
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == PLATFORM_QUALNAME
-    assert imported == ["cardcage_demo_cpu.diffusion", "cardcage_demo_cpu.envs"]
+    # The host check (cardcage.platforms.host) is the only platform-side module it may import.
+    assert imported == [
+        "cardcage.platforms",
+        "cardcage.platforms.host",
+        "cardcage_demo_cpu.diffusion",
+        "cardcage_demo_cpu.envs",
+    ]
 
 
 def test_the_hook_plugin_module_imports_without_the_diffusion_runtime() -> None:

@@ -96,7 +96,7 @@ def test_activate_imports_no_torch_and_no_runtime() -> None:
     code = (
         "import json, sys; import cardcage_demo_cuda.diffusion as d; q = d.activate(); "
         "print(json.dumps([q, sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('torch', 'numpy', 'pynvml') or m.startswith(('cardcage.diffusion', "
+        "('torch', 'numpy', 'pynvml', 'sglang') or m.startswith(('cardcage.diffusion', "
         "'cardcage.platforms', 'cardcage_demo_cuda.')))]))"
     )
     out = subprocess.run(
@@ -104,7 +104,13 @@ def test_activate_imports_no_torch_and_no_runtime() -> None:
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == (PLATFORM_QUALNAME if NVIDIA_GPU else None)
-    assert imported == ["cardcage_demo_cuda._nvml", "cardcage_demo_cuda.diffusion"]
+    # The host check (cardcage.platforms.host) is the only platform-side module it may import.
+    assert imported == [
+        "cardcage.platforms",
+        "cardcage.platforms.host",
+        "cardcage_demo_cuda._nvml",
+        "cardcage_demo_cuda.diffusion",
+    ]
 
 
 def test_the_hook_plugin_module_imports_without_the_diffusion_runtime() -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 
 from cardcage.hooks.envs import SGLANG_PLATFORM
+from cardcage.platforms.host import host_qualname
 
 from .envs import CARDCAGE_DEMO_CPU
 
@@ -54,4 +55,5 @@ def activate() -> str | None:
     if not wanted:
         logger.debug("%s declines (%s)", ENTRY_POINT_NAME, why)
         return None
-    return PLATFORM_QUALNAME
+    # The same entry point serves SGLang 0.5.23: there this names the SGLang-native adapter.
+    return host_qualname(PLATFORM_QUALNAME)

@@ -1,14 +1,25 @@
-"""The general plugin of cardcage-demo-cpu: observability hooks on cardcage itself.
+"""The general plugin of cardcage-demo-cpu: observability hooks, on whichever host runs it.
 
-``register()`` is the ``sglang.srt.plugins`` entry point. The loader calls it only when this
-distribution supplied the selected platform (a general plugin of a platform distribution is part
-of that platform's contract), then applies the hooks. It adds two AROUND hooks that time and count
-calls, kept in ``STATS``:
+``register()`` is the ``sglang.srt.plugins`` entry point of two hosts (DESIGN §8), and it picks
+its targets by the host whose loader calls it (``cardcage.hooks.host.plugin_host()``). Every hook
+is an AROUND hook that times and counts calls, kept in ``STATS``.
+
+Under cardcage (its loader runs it only when this distribution supplied the selected platform; a
+failure aborts start-up):
 
 * ``cardcage.platforms.current.get_current_platform``: how often the runtime consults the
   platform (every ``current_platform`` access goes through it), at no cost beyond two clock reads;
 * ``cardcage.hooks.snapshot.refresh``: every entry-point rescan, a start-up cost worth seeing,
   also logged at INFO with its duration.
+
+Under SGLang 0.5.23 (its ``load_plugins()`` runs it; SGLang's rules apply: a failure is logged
+and start-up goes on, and hooks are applied when SGLang applies its registry):
+
+* ``sglang.srt.utils.common.get_device_memory_capacity``: the device memory SGLang believes it
+  has, in MiB. For an out-of-tree platform SGLang asks ``get_device_total_memory()`` here and sizes
+  the KV cache and its memory fractions from the answer, so this is the number a vendor checks
+  first when a server runs out of memory or leaves it idle; the hook logs it at INFO. It runs on
+  any machine, without a model, which is why the template uses it.
 
 Only what the platform interface cannot do belongs here: device set-up goes in
 ``init_backend()``, argument defaults in ``apply_server_args_defaults()``.
@@ -26,14 +37,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cardcage.hooks.host import Host, plugin_host
 from cardcage.hooks.registry import HookRegistry, HookType
 
-__all__ = ["PLATFORM_ACCESS", "RESCAN", "STATS", "CallStats", "TargetStats", "register"]
+__all__ = [
+    "PLATFORM_ACCESS",
+    "RESCAN",
+    "SGLANG_DEVICE_MEMORY",
+    "STATS",
+    "CallStats",
+    "TargetStats",
+    "register",
+]
 
 logger = logging.getLogger(__name__)
 
 PLATFORM_ACCESS = "cardcage.platforms.current.get_current_platform"
 RESCAN = "cardcage.hooks.snapshot.refresh"
+#: The hook target when SGLang 0.5.23 hosts the plugin.
+SGLANG_DEVICE_MEMORY = "sglang.srt.utils.common.get_device_memory_capacity"
 
 
 @dataclass(frozen=True)
@@ -104,14 +126,31 @@ def time_rescan(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return result
 
 
+def time_device_memory_query(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND SGLang's ``get_device_memory_capacity``: count, time and log the answer (MiB)."""
+    capacity = _timed(SGLANG_DEVICE_MEMORY, original, *args, **kwargs)
+    logger.info("SGLang sizes device memory at %s MiB", capacity)
+    return capacity
+
+
 _HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
     (PLATFORM_ACCESS, time_platform_access),
     (RESCAN, time_rescan),
 )
+_SGLANG_HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    (SGLANG_DEVICE_MEMORY, time_device_memory_query),
+)
 
 
 def register() -> None:
-    """Register the hooks (idempotent: a second call adds nothing)."""
+    """Register the hooks of the host that runs this plugin (idempotent under cardcage)."""
+    if plugin_host() is Host.SGLANG:
+        # cardcage's registry hands each hook to SGLang's, attributed to this plugin; SGLang's
+        # load_plugins() runs once per process, so there is nothing to de-duplicate.
+        for target, hook in _SGLANG_HOOKS:
+            HookRegistry.register(target, hook, HookType.AROUND)
+        logger.debug("registered %d observability hooks with SGLang", len(_SGLANG_HOOKS))
+        return
     registered = HookRegistry.registrations()
     for target, hook in _HOOKS:
         if any(record.hook is hook for record in registered.get(target, ())):

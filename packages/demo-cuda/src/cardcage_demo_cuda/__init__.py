@@ -20,6 +20,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 
+from cardcage.platforms.host import host_qualname
+
 from . import _nvml
 
 __version__ = "0.1.0"
@@ -68,4 +70,5 @@ def activate() -> str | None:
             gpus,
         )
         return None
-    return PLATFORM_QUALNAME
+    # The same entry point serves SGLang 0.5.23: there this names the SGLang-native adapter.
+    return host_qualname(PLATFORM_QUALNAME)

@@ -40,6 +40,11 @@ class TargetPath:
     def attr(self) -> str:
         return self.attrs[-1]
 
+    @property
+    def dotted(self) -> str:
+        """The all-dots spelling (``pkg.mod.Cls.method``), the only one SGLang's registry reads."""
+        return ".".join(self.attrs) if self.module is None else f"{self.module}.{'.'.join(self.attrs)}"
+
 
 def parse_target(target: object) -> TargetPath:
     """Validate a target's syntax (no import); raise ``InvalidTargetError`` when malformed."""

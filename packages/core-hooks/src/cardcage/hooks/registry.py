@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import contextvars
 import enum
 import functools
 import os
@@ -33,6 +32,7 @@ from ._targets import NotYetImported, parse_target
 from ._targets import locate as _locate
 from ._wrappers import build_wrapper
 from .errors import HookApplyError, HookRegistrationError, HookTargetError
+from .host import _current_plugin_source, sglang_plugin_source
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -79,9 +79,6 @@ class HookRecord(NamedTuple):
     source: HookSource | None
 
 
-_current_plugin_source: contextvars.ContextVar[HookSource | None] = contextvars.ContextVar(
-    "cardcage_current_plugin_source", default=None
-)
 
 
 def current_plugin_source() -> HookSource | None:
@@ -346,6 +343,10 @@ class BaseHookRegistry:
     _lock: ClassVar[threading.RLock]
     _deferred_scope: ClassVar[tuple[str, ...] | None]
     _deferred_failure_handler: ClassVar[Callable[[ApplyReport], None] | None]
+    #: SGLang 0.5.23's registry of the same runtime (``module:Class``), or None. When SGLang's
+    #: loader runs a plugin, ``register`` hands its hooks to that registry instead (DESIGN §8):
+    #: SGLang applies them at its apply time, with its own rules and attribution.
+    sglang_registry: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -398,6 +399,13 @@ class BaseHookRegistry:
             )
         path = parse_target(target)
         resolved = source if source is not None else _current_plugin_source.get()
+        if resolved is None and cls.sglang_registry is not None:
+            sglang_source = sglang_plugin_source()
+            if sglang_source is not None:
+                from ._sglang import register_in_sglang
+
+                register_in_sglang(cls.sglang_registry, path.dotted, hook, hook_type.name)
+                return
         record = HookRecord(hook_type, hook, resolved)
         with cls._lock:
             records = cls._hooks.setdefault(path.text, [])
@@ -898,6 +906,8 @@ if hasattr(os, "register_at_fork"):
 
 class HookRegistry(BaseHookRegistry):
     """The SRT runtime's registry (the seed's ``sglang.srt.plugins.hook_registry.HookRegistry``)."""
+
+    sglang_registry = "sglang.srt.plugins.hook_registry:HookRegistry"
 
 
 def plugin_hook(

@@ -11,7 +11,7 @@ Import-safe: nothing but the device mixin at module scope.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from .device_mixin import DeviceMixin
 
@@ -22,6 +22,9 @@ class SRTPlatform(DeviceMixin):
     """Base class of every SRT platform, with the seed's defaults."""
 
     supported_quantization: tuple[str, ...] = ()
+    #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.sglang_adapters``
+    #: subclasses when SGLang hosts the platform (DESIGN §8). Not for vendors to change.
+    sglang_base_class: ClassVar[str] = "sglang.srt.platforms.interface:SRTPlatform"
 
     # -- lifecycle --------------------------------------------------------------------------
     def apply_server_args_defaults(self, server_args: Any) -> None:

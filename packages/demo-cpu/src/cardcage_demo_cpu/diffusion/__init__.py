@@ -26,6 +26,7 @@ import logging
 import os
 
 from cardcage.hooks.profile import DIFFUSION_PROFILE
+from cardcage.platforms.host import host_qualname
 from cardcage_demo_cpu import ENTRY_POINT_NAME
 from cardcage_demo_cpu.envs import CARDCAGE_DEMO_CPU
 
@@ -60,4 +61,5 @@ def activate() -> str | None:
     if not wanted:
         logger.debug("diffusion platform %s declines (%s)", ENTRY_POINT_NAME, why)
         return None
-    return PLATFORM_QUALNAME
+    # Under SGLang 0.5.23's diffusion selection this names the SGLang-native adapter.
+    return host_qualname(PLATFORM_QUALNAME)

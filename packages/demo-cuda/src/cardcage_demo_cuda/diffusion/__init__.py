@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 
+from cardcage.platforms.host import host_qualname
 from cardcage_demo_cuda import ENTRY_POINT_NAME, visible_gpu_count
 
 __all__ = ["ENTRY_POINT_NAME", "PLATFORM_QUALNAME", "activate"]
@@ -44,4 +45,5 @@ def activate() -> str | None:
             gpus,
         )
         return None
-    return PLATFORM_QUALNAME
+    # Under SGLang 0.5.23's diffusion selection this names the SGLang-native adapter.
+    return host_qualname(PLATFORM_QUALNAME)

@@ -13,6 +13,12 @@ the platform's contract. It registers one AROUND hook, on the diffusion registry
   has an answer per op class and per worker, without a debugger. The runtime applies hooks
   after ``init_backend()`` and before any model is built, so every model op passes through it.
 
+Under SGLang 0.5.23 (its diffusion ``load_plugins()`` runs ``register()``; DESIGN §8) the same
+hook goes on SGLang's own op base,
+``sglang.multimodal_gen.runtime.layers.custom_op.CustomOp.dispatch_forward``, which chooses a
+forward the same way; the registry hands it to SGLang's diffusion registry, and SGLang's rule
+applies: the selected platform's hooks must be applied or start-up fails.
+
 Use hooks only for what the platform interface cannot express: the forwards themselves are
 registered in ``DemoCudaPlatform.init_backend()``.
 
@@ -29,15 +35,24 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from cardcage.hooks.host import Host, plugin_host
 from cardcage.hooks.registry import HookType
 
 from .evidence import EVIDENCE
 
-__all__ = ["DISPATCH_FORWARD", "describe_forward", "record_dispatch", "register"]
+__all__ = [
+    "DISPATCH_FORWARD",
+    "SGLANG_DISPATCH_FORWARD",
+    "describe_forward",
+    "record_dispatch",
+    "register",
+]
 
 logger = logging.getLogger(__name__)
 
 DISPATCH_FORWARD = "cardcage.diffusion.runtime.layers.custom_op.CustomOp.dispatch_forward"
+#: The hook target when SGLang 0.5.23 hosts the plugin: SGLang's op base, same method.
+SGLANG_DISPATCH_FORWARD = "sglang.multimodal_gen.runtime.layers.custom_op.CustomOp.dispatch_forward"
 
 
 def _qualname(obj: Any) -> str:
@@ -74,6 +89,11 @@ def register() -> None:
     # machines where the diffusion runtime (the diffusion extra) is not installed.
     from cardcage.diffusion.runtime.platforms.plugins import HookRegistry
 
+    if plugin_host() is Host.SGLANG:
+        # Handed to SGLang's diffusion registry; SGLang's loader runs this once per process.
+        HookRegistry.register(SGLANG_DISPATCH_FORWARD, record_dispatch, HookType.AROUND)
+        EVIDENCE.record("register", SGLANG_DISPATCH_FORWARD)
+        return
     registered = HookRegistry.registrations().get(DISPATCH_FORWARD, ())
     if not any(record.hook is record_dispatch for record in registered):
         HookRegistry.register(DISPATCH_FORWARD, record_dispatch, HookType.AROUND)

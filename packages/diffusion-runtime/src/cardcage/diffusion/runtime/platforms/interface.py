@@ -19,7 +19,7 @@ Import-safe: no torch at module scope.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, ClassVar
 
 from cardcage.platforms._torch import require_torch
 from cardcage.platforms.device_mixin import (
@@ -108,6 +108,9 @@ class Platform(DeviceMixin):
     dispatch_key: str = ""  # the PyTorch dispatcher key, e.g. "CUDA" or "PrivateUse1"
     simple_compile_backend: str = "inductor"
     supported_quantization: tuple[str, ...] = ()
+    #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.sglang_adapters``
+    #: subclasses when SGLang hosts the platform (DESIGN §8). Not for vendors to change.
+    sglang_base_class: ClassVar[str] = "sglang.multimodal_gen.runtime.platforms.interface:Platform"
 
     # -- lifecycle ----------------------------------------------------------------------------
     def init_backend(self) -> None:

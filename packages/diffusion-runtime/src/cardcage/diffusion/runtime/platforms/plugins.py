@@ -41,6 +41,9 @@ _F = TypeVar("_F", bound="Callable[..., Any]")
 class HookRegistry(BaseHookRegistry):
     """The diffusion hook registry: its hooks never land in (or run from) SRT's registry."""
 
+    # Under SGLang's diffusion loader, hooks go to SGLang's diffusion registry (DESIGN §8).
+    sglang_registry = "sglang.multimodal_gen.runtime.platforms.plugins:HookRegistry"
+
 
 def plugin_hook(
     target: str,

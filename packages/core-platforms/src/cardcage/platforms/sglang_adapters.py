@@ -1,0 +1,236 @@
+"""Host-native adapters: a cardcage platform class, as SGLang 0.5.23's selection wants it.
+
+SGLang resolves the name ``activate()`` returned with ``pkgutil.resolve_name`` and requires a
+subclass of its own base (``sglang.srt.platforms.interface.SRTPlatform``, or the diffusion
+``Platform``), with its own ``PlatformEnum.OOT``. Under SGLang, ``host_qualname()`` therefore
+returns a name in this module; resolving it builds (once, then cached) the adapter::
+
+    class <Vendor>(VendorClass, <SGLang base>)
+
+with this namespace:
+
+* every name the vendor's classes define stays the vendor's (including names inherited from
+  cardcage's built-in platforms, such as ``CpuDeviceMixin``, that the vendor chose as bases);
+* every name that only cardcage's abstract base defines (``SRTPlatform``/``Platform`` and
+  ``DeviceMixin``) answers as SGLang's base does, so a method the vendor did not override
+  behaves exactly as on any SGLang platform. ``super()`` inside a vendor method still reaches
+  cardcage's base, which is where the vendor wrote it to go;
+* cardcage enum members (``_enum = PlatformEnum.OOT``) become SGLang's members of the same name,
+  and ``get_cpu_architecture()`` answers in SGLang's enum, so SGLang's ``is`` checks hold;
+* names of the seed's contract that SGLang 0.5.23 reads differently are mapped: the capability
+  methods ``support_cuda_graph()`` / ``support_piecewise_cuda_graph()`` feed
+  ``capabilities.graph_capture`` / ``piecewise_graph`` when the vendor declares no
+  ``capabilities``; the per-kind KV-pool hooks are hidden unless the vendor overrides them, since
+  SGLang's ``get_kv_pool_cls`` treats their presence as an override.
+
+The attribute name encodes the vendor's qualname, so any process resolves it (SGLang's workers
+re-run selection; pickle finds an adapter instance's class the same way). Importing this module
+imports neither SGLang nor the vendor's class; resolving an adapter imports both.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import threading
+from typing import Any
+
+from cardcage.hooks._log import get_logger
+
+__all__ = ["adapter_qualname", "build_adapter", "vendor_qualname"]
+
+logger = get_logger(__name__)
+
+_ESCAPES = {"_": "_u", ".": "_d", ":": "_c"}
+_SEPARATOR = "__"
+# Names SGLang probes with getattr(..., None) and treats as "the platform overrides this".
+_PRESENCE_PROBED = frozenset({"get_mha_kv_pool_cls", "get_mla_kv_pool_cls", "get_dsa_kv_pool_cls"})
+# cardcage method -> the PlatformCapabilities field SGLang 0.5.23 reads instead.
+_CAPABILITY_METHODS = {
+    "support_cuda_graph": "graph_capture",
+    "support_piecewise_cuda_graph": "piecewise_graph",
+}
+
+_lock = threading.Lock()
+_adapters: dict[type, type] = {}  # vendor class -> its adapter: one per class, however spelled
+
+
+def _encode(qualname: str) -> str:
+    return "".join(_ESCAPES.get(char, char) for char in qualname)
+
+
+def _decode(text: str) -> str:
+    reverse = {code[1]: char for char, code in _ESCAPES.items()}
+    out: list[str] = []
+    chars = iter(text)
+    for char in chars:
+        if char != "_":
+            out.append(char)
+            continue
+        code = next(chars, "")
+        if code not in reverse:
+            raise ValueError(f"not an adapter name: {text!r}")
+        out.append(reverse[code])
+    return "".join(out)
+
+
+def adapter_qualname(qualname: str) -> str:
+    """The name under which SGLang resolves the adapter of the class ``qualname`` names."""
+    short = qualname.replace(":", ".").rsplit(".", 1)[-1]
+    return f"{__name__}:{short}{_SEPARATOR}{_encode(qualname.strip())}"
+
+
+def vendor_qualname(attribute: str) -> str:
+    """The vendor class's qualname encoded in an adapter's attribute name (the inverse)."""
+    _, separator, encoded = attribute.partition(_SEPARATOR)
+    if not separator or not encoded:
+        raise ValueError(f"not an adapter name: {attribute!r}")
+    return _decode(encoded)
+
+
+def _resolve(qualname: str) -> Any:
+    import pkgutil
+
+    return pkgutil.resolve_name(qualname)
+
+
+def _runtime_base(cls: type) -> type:
+    """The cardcage runtime base in ``cls``'s MRO: the class that names SGLang's counterpart."""
+    for klass in cls.__mro__:
+        if "sglang_base_class" in vars(klass):
+            return klass
+    from .errors import InvalidPlatformClassError
+
+    raise InvalidPlatformClassError(
+        f"{cls.__module__}.{cls.__qualname__} is not a cardcage platform class (it subclasses "
+        "neither cardcage.platforms.interface.SRTPlatform nor the diffusion Platform), so there "
+        "is no SGLang base to adapt it to."
+    )
+
+
+def _host_value(value: Any, host_modules: tuple[Any, ...]) -> Any:
+    """A cardcage enum member as the host's member of the same name; anything else unchanged.
+
+    The host's enum is looked up by class name in the modules that define its base classes.
+    """
+    if isinstance(value, enum.Enum) and type(value).__module__.startswith("cardcage."):
+        for module in host_modules:
+            host_enum = getattr(module, type(value).__name__, None)
+            if isinstance(host_enum, enum.EnumMeta) and value.name in host_enum.__members__:
+                return host_enum[value.name]
+    return value
+
+
+class _Hidden:
+    """Makes an inherited cardcage default invisible: attribute access raises AttributeError."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        raise AttributeError(self._name)
+
+
+class _MappedCapabilities:
+    """``capabilities`` computed from the vendor's seed-era capability methods, per instance."""
+
+    def __init__(self, struct: type, default: Any, methods: dict[str, str]) -> None:
+        self._struct = struct
+        self._default = default
+        self._methods = methods
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self._default
+        fields = {field: bool(getattr(instance, name)()) for name, field in self._methods.items()}
+        return self._struct(**fields)
+
+
+def build_adapter(cls: type) -> type:
+    """Build the SGLang-native subclass of the cardcage platform class ``cls`` (uncached)."""
+    runtime_base = _runtime_base(cls)
+    host_qualname = runtime_base.sglang_base_class  # type: ignore[attr-defined]
+    host_base = _resolve(host_qualname)
+    host_modules = tuple(
+        importlib.import_module(klass.__module__) for klass in host_base.__mro__ if klass is not object
+    )
+    base_names = set(runtime_base.__mro__)
+    vendor_names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass not in base_names:
+            vendor_names.update(vars(klass))
+
+    namespace: dict[str, Any] = {"__module__": __name__, "__doc__": cls.__doc__}
+    for klass in runtime_base.__mro__:
+        if klass is object:
+            continue
+        for name in vars(klass):
+            if name.startswith("__") or name in vendor_names or name in namespace:
+                continue
+            if name == "sglang_base_class":
+                continue
+            if name in _PRESENCE_PROBED:
+                namespace[name] = _Hidden()
+            elif hasattr(host_base, name):
+                namespace[name] = _raw_attribute(host_base, name)
+    for name in vendor_names:
+        if name.startswith("__"):
+            continue
+        raw = _raw_attribute(cls, name)
+        mapped = _host_value(raw, host_modules)
+        if mapped is not raw:
+            namespace[name] = mapped
+    if "get_cpu_architecture" in vendor_names:
+        namespace["get_cpu_architecture"] = _host_enum_classmethod(cls, host_modules)
+    methods = {name: field for name, field in _CAPABILITY_METHODS.items() if name in vendor_names}
+    if methods and "capabilities" not in vendor_names and hasattr(host_base, "capabilities"):
+        default = host_base.capabilities
+        namespace["capabilities"] = _MappedCapabilities(type(default), default, methods)
+
+    adapter = type(cls.__name__, (cls, host_base), namespace)
+    adapter.__qualname__ = adapter_qualname(f"{cls.__module__}:{cls.__qualname__}").partition(
+        ":"
+    )[2]
+    logger.debug("Built the SGLang adapter of %s.%s on %s", cls.__module__, cls.__name__, host_qualname)
+    return adapter
+
+
+def _raw_attribute(cls: type, name: str) -> Any:
+    """``name`` as stored in the class dict that defines it (descriptors not yet bound)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    raise AttributeError(name)
+
+
+def _host_enum_classmethod(
+    cls: type, host_modules: tuple[Any, ...]
+) -> classmethod[Any, Any, Any]:
+    vendor = cls.get_cpu_architecture  # type: ignore[attr-defined]
+
+    def get_cpu_architecture(_owner: type) -> Any:
+        return _host_value(vendor(), host_modules)
+
+    return classmethod(get_cpu_architecture)
+
+
+def _adapter_for(attribute: str) -> type:
+    qualname = vendor_qualname(attribute)
+    vendor = _resolve(qualname)
+    if not isinstance(vendor, type):
+        from .errors import InvalidPlatformClassError
+
+        raise InvalidPlatformClassError(
+            f"{qualname} names {type(vendor).__name__} {vendor!r:.60}, not a platform class."
+        )
+    with _lock:
+        adapter = _adapters.get(vendor)
+        if adapter is None:
+            adapter = _adapters[vendor] = build_adapter(vendor)
+        return adapter
+
+
+def __getattr__(name: str) -> type:
+    if _SEPARATOR not in name or name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _adapter_for(name)
