@@ -94,7 +94,8 @@ def test_importing_and_activating_imports_neither_torch_nor_the_platform() -> No
     code = (
         "import json, sys; import cardcage_demo_cpu as p; q = p.activate(); "
         "print(json.dumps([q, sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('torch', 'numpy', 'sglang') or m.startswith(('cardcage.platforms', 'cardcage_demo_cpu.')))]))"
+        "('torch', 'numpy', 'sglang') or "
+        "m.startswith(('cardcage.platforms', 'cardcage_demo_cpu.')))]))"
     )
     env = {**os.environ, "CARDCAGE_DEMO_CPU": "1"}
     out = subprocess.run(

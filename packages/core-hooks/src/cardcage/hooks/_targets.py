@@ -43,7 +43,8 @@ class TargetPath:
     @property
     def dotted(self) -> str:
         """The all-dots spelling (``pkg.mod.Cls.method``), the only one SGLang's registry reads."""
-        return ".".join(self.attrs) if self.module is None else f"{self.module}.{'.'.join(self.attrs)}"
+        attrs = ".".join(self.attrs)
+        return attrs if self.module is None else f"{self.module}.{attrs}"
 
 
 def parse_target(target: object) -> TargetPath:

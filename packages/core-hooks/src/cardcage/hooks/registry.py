@@ -79,8 +79,6 @@ class HookRecord(NamedTuple):
     source: HookSource | None
 
 
-
-
 def current_plugin_source() -> HookSource | None:
     """The plugin whose import or ``register()`` is running now, if any."""
     return _current_plugin_source.get()

@@ -6,8 +6,9 @@ resolve the returned name themselves and insist on a subclass of *their* base cl
 template's ``activate()`` returns ``host_qualname(PLATFORM_QUALNAME)``:
 
 * under cardcage (its selection is running the entry point) the name comes back unchanged;
-* under SGLang it becomes the name of a host-native adapter in ``cardcage.platforms.sglang_adapters``, a
-  subclass of both the vendor's class and SGLang's base, built when SGLang resolves it;
+* under SGLang it becomes the name of a host-native adapter in
+  ``cardcage.platforms.sglang_adapters``, a subclass of both the vendor's class and SGLang's base,
+  built when SGLang resolves it;
 * with no host running (a test calling ``activate()`` directly) it comes back unchanged.
 
 Import-safe and cheap: it reads ``sys.modules`` and imports nothing, so ``activate()`` stays as

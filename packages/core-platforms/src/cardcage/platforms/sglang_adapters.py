@@ -152,7 +152,9 @@ def build_adapter(cls: type) -> type:
     host_qualname = runtime_base.sglang_base_class  # type: ignore[attr-defined]
     host_base = _resolve(host_qualname)
     host_modules = tuple(
-        importlib.import_module(klass.__module__) for klass in host_base.__mro__ if klass is not object
+        importlib.import_module(klass.__module__)
+        for klass in host_base.__mro__
+        if klass is not object
     )
     base_names = set(runtime_base.__mro__)
     vendor_names: set[str] = set()
@@ -188,10 +190,12 @@ def build_adapter(cls: type) -> type:
         namespace["capabilities"] = _MappedCapabilities(type(default), default, methods)
 
     adapter = type(cls.__name__, (cls, host_base), namespace)
-    adapter.__qualname__ = adapter_qualname(f"{cls.__module__}:{cls.__qualname__}").partition(
-        ":"
-    )[2]
-    logger.debug("Built the SGLang adapter of %s.%s on %s", cls.__module__, cls.__name__, host_qualname)
+    adapter.__qualname__ = adapter_qualname(f"{cls.__module__}:{cls.__qualname__}").partition(":")[
+        2
+    ]
+    logger.debug(
+        "Built the SGLang adapter of %s.%s on %s", cls.__module__, cls.__name__, host_qualname
+    )
     return adapter
 
 
@@ -203,9 +207,7 @@ def _raw_attribute(cls: type, name: str) -> Any:
     raise AttributeError(name)
 
 
-def _host_enum_classmethod(
-    cls: type, host_modules: tuple[Any, ...]
-) -> classmethod[Any, Any, Any]:
+def _host_enum_classmethod(cls: type, host_modules: tuple[Any, ...]) -> classmethod[Any, Any, Any]:
     vendor = cls.get_cpu_architecture  # type: ignore[attr-defined]
 
     def get_cpu_architecture(_owner: type) -> Any:
