@@ -42,7 +42,9 @@ __all__ = ["adapter_qualname", "build_adapter", "vendor_qualname"]
 logger = get_logger(__name__)
 
 _ESCAPES = {"_": "_u", ".": "_d", ":": "_c"}
-_SEPARATOR = "__"
+# Between the readable class name and the encoded qualname. The encoding never produces "__"
+# (every "_" it writes is followed by a code letter), so the last separator is the boundary.
+_SEPARATOR = "__Q"
 # Names SGLang probes with getattr(..., None) and treats as "the platform overrides this".
 _PRESENCE_PROBED = frozenset({"get_mha_kv_pool_cls", "get_mla_kv_pool_cls", "get_dsa_kv_pool_cls"})
 # cardcage method -> the PlatformCapabilities field SGLang 0.5.23 reads instead.
@@ -82,7 +84,7 @@ def adapter_qualname(qualname: str) -> str:
 
 def vendor_qualname(attribute: str) -> str:
     """The vendor class's qualname encoded in an adapter's attribute name (the inverse)."""
-    _, separator, encoded = attribute.partition(_SEPARATOR)
+    _, separator, encoded = attribute.rpartition(_SEPARATOR)
     if not separator or not encoded:
         raise ValueError(f"not an adapter name: {attribute!r}")
     return _decode(encoded)
