@@ -2,8 +2,9 @@
 
 This module is what the ``sglang.srt.platforms`` entry point loads on every start-up, on every
 machine where the distribution is installed, before any backend is initialised. So it stays
-import-safe: it imports only the standard library and ``cardcage.hooks.envs`` (no torch, no
-platform module, no runtime), and ``activate()`` only reads environment variables.
+import-safe: it imports only the standard library, ``cardcage.hooks.envs`` and
+``cardcage.platforms.host`` (no torch, no platform module, no runtime, no SGLang), and
+``activate()`` only reads environment variables and asks which host is calling it.
 
 The platform is opt-in: a CPU is always present, so probing for one would make this plugin win
 on every machine, including one with a real accelerator. It activates only when asked:

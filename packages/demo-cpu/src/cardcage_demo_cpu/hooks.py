@@ -13,7 +13,10 @@ failure aborts start-up):
   also logged at INFO with its duration.
 
 Under SGLang 0.5.23 (its ``load_plugins()`` runs it; SGLang's rules apply: a failure is logged
-and start-up goes on, and hooks are applied when SGLang applies its registry):
+and start-up goes on, and hooks are applied when SGLang applies its registry). SGLang runs the
+general plugins of every installed platform distribution unless ``SGLANG_PLATFORM`` names one,
+so ``register()`` first checks that SGLang selected this distribution's platform
+(``selected_by_sglang``) and registers nothing otherwise, as cardcage's loader would decide:
 
 * ``sglang.srt.utils.common.get_device_memory_capacity``: the device memory SGLang believes it
   has, in MiB. For an out-of-tree platform SGLang asks ``get_device_total_memory()`` here and sizes
@@ -39,6 +42,9 @@ from typing import Any
 
 from cardcage.hooks.host import Host, plugin_host
 from cardcage.hooks.registry import HookRegistry, HookType
+from cardcage.platforms.host import selected_by_sglang
+
+from . import PLATFORM_QUALNAME
 
 __all__ = [
     "PLATFORM_ACCESS",
@@ -145,6 +151,11 @@ _SGLANG_HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
 def register() -> None:
     """Register the hooks of the host that runs this plugin (idempotent under cardcage)."""
     if plugin_host() is Host.SGLANG:
+        # SGLang runs the general plugins of every platform distribution unless SGLANG_PLATFORM
+        # names one; hooks that belong to this platform stay out when another one was selected.
+        if not selected_by_sglang(PLATFORM_QUALNAME):
+            logger.info("%s is not SGLang's selected platform: no hooks registered", __package__)
+            return
         # cardcage's registry hands each hook to SGLang's, attributed to this plugin; SGLang's
         # load_plugins() runs once per process, so there is nothing to de-duplicate.
         for target, hook in _SGLANG_HOOKS:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._log import get_logger
-from .host import SGLANG_HOOK_REGISTRY_MODULE, sglang_plugin_source
+from .host import SGLANG_HOOK_REGISTRY_MODULE
 
 __all__ = ["register_in_sglang"]
 
@@ -27,20 +27,26 @@ def _resolve(qualname: str) -> Any:
 
 
 def register_in_sglang(
-    registry_qualname: str, target: str, hook: Callable[..., Any], hook_type_name: str
+    registry_qualname: str,
+    target: str,
+    hook: Callable[..., Any],
+    hook_type_name: str,
+    source: Any,
 ) -> None:
     """Register ``hook`` on ``target`` in SGLang's registry ``registry_qualname``.
 
     ``target`` is in dotted form (SGLang resolves nothing else); ``hook_type_name`` is the
-    member name shared by both ``HookType`` enums (BEFORE, AFTER, AROUND, REPLACE).
+    member name shared by both ``HookType`` enums (BEFORE, AFTER, AROUND, REPLACE); ``source``
+    is SGLang's ``HookSource`` of the plugin, passed on explicitly so an import-time registration
+    is attributed too.
     """
     registry = _resolve(registry_qualname)
     hook_type = importlib.import_module(SGLANG_HOOK_REGISTRY_MODULE).HookType[hook_type_name]
-    registry.register(target, hook, hook_type)
+    registry.register(target, hook, hook_type, source=source)
     logger.debug(
         "Handed %s hook on %s to SGLang's %s for %s",
         hook_type_name,
         target,
         registry_qualname,
-        sglang_plugin_source(),
+        source,
     )

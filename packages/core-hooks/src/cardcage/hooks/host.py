@@ -19,12 +19,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from .registry import HookSource
 
 __all__ = ["SGLANG_HOOK_REGISTRY_MODULE", "Host", "plugin_host", "sglang_plugin_source"]
 
 #: The module that holds SGLang's hook registry and its plugin-source context variable.
 SGLANG_HOOK_REGISTRY_MODULE = "sglang.srt.plugins.hook_registry"
+SGLANG_SRT_PLUGINS_MODULE = "sglang.srt.plugins"
+SGLANG_SRT_GENERAL_GROUP = "sglang.srt.plugins"
 
 
 # cardcage's side of the signal: set by ``registry.plugin_source()`` around each plugin's import
@@ -42,17 +46,44 @@ class Host(enum.Enum):
 
 
 def sglang_plugin_source() -> Any | None:
-    """The ``HookSource`` SGLang's loader set for the plugin it is running, or None.
+    """The ``HookSource`` of the plugin SGLang's loader is running now, or None.
 
-    None when SGLang is not imported or none of its loaders is inside a plugin callback.
+    SGLang's diffusion loader sets its context variable around both a plugin's import and its
+    callback; its SRT loader sets it only around ``register()``, and imports general plugins
+    earlier, in ``load_plugins_by_group``. A hook registered at import time there (the seed's
+    ``@plugin_hook`` at module level) is recognised by that function's frame on the stack and
+    attributed to the entry point it is loading. None when SGLang is not imported or none of its
+    loaders is running a plugin.
     """
     module = sys.modules.get(SGLANG_HOOK_REGISTRY_MODULE)
     if module is None:
         return None
     variable = getattr(module, "_current_plugin_source", None)
-    if variable is None:
+    source = variable.get() if variable is not None else None
+    if source is not None:
+        return source
+    return _sglang_srt_import_source(module)
+
+
+def _sglang_srt_import_source(hook_registry_module: Any) -> Any | None:
+    plugins = sys.modules.get(SGLANG_SRT_PLUGINS_MODULE)
+    loader = getattr(plugins, "load_plugins_by_group", None)
+    code = getattr(loader, "__code__", None)
+    if code is None:
         return None
-    return variable.get()
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            scope = frame.f_locals
+            entry_point = scope.get("ep")
+            if scope.get("group") != SGLANG_SRT_GENERAL_GROUP or entry_point is None:
+                return None
+            dist = getattr(entry_point, "dist", None)
+            return hook_registry_module.HookSource(
+                plugin_name=entry_point.name, dist_name=dist.name if dist else None
+            )
+        frame = frame.f_back
+    return None
 
 
 def plugin_host() -> Host | None:

@@ -402,7 +402,9 @@ class BaseHookRegistry:
             if sglang_source is not None:
                 from ._sglang import register_in_sglang
 
-                register_in_sglang(cls.sglang_registry, path.dotted, hook, hook_type.name)
+                register_in_sglang(
+                    cls.sglang_registry, path.dotted, hook, hook_type.name, sglang_source
+                )
                 return
         record = HookRecord(hook_type, hook, resolved)
         with cls._lock:

@@ -21,10 +21,11 @@ import sys
 
 from cardcage.hooks.host import Host
 
-__all__ = ["SGLANG_PLATFORM_MODULES", "host_qualname", "platform_host"]
+__all__ = ["SGLANG_PLATFORM_MODULES", "host_qualname", "platform_host", "selected_by_sglang"]
 
 #: SGLang's selection modules; one of them is importing (or imported) when SGLang is the host.
 SGLANG_PLATFORM_MODULES = ("sglang.srt.platforms", "sglang.multimodal_gen.runtime.platforms")
+_SGLANG_RUNTIME_MODULES = dict(zip(("srt", "diffusion"), SGLANG_PLATFORM_MODULES, strict=True))
 
 _SELECTION_MODULE = "cardcage.platforms.selection"
 
@@ -56,3 +57,25 @@ def host_qualname(qualname: str) -> str:
     from .sglang_adapters import adapter_qualname
 
     return adapter_qualname(qualname)
+
+
+def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
+    """True when SGLang's ``runtime`` ("srt" or "diffusion") selected the class ``qualname``.
+
+    For a general plugin running under SGLang: SGLang's SRT loader runs the general plugins of
+    every platform distribution unless ``SGLANG_PLATFORM`` names one, so a plugin whose hooks
+    assume its own hardware checks this first (cardcage's loader never runs them). Resolves
+    SGLang's ``current_platform`` (SGLang has already done so by the time it loads plugins) and
+    compares the vendor class behind its adapter; spelling (``a.b:C`` or ``a.b.C``) is ignored.
+    """
+    module_name = _SGLANG_RUNTIME_MODULES[runtime]
+    if module_name not in sys.modules:
+        return False
+    platform = sys.modules[module_name].current_platform
+    from .sglang_adapters import adapted_class
+
+    vendor = adapted_class(type(platform))
+    if vendor is None:
+        return False
+    wanted = qualname.strip().replace(":", ".")
+    return f"{vendor.__module__}.{vendor.__qualname__}" == wanted

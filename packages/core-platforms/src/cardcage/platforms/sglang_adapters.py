@@ -37,7 +37,7 @@ from typing import Any
 
 from cardcage.hooks._log import get_logger
 
-__all__ = ["adapter_qualname", "build_adapter", "vendor_qualname"]
+__all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
 
 logger = get_logger(__name__)
 
@@ -88,6 +88,15 @@ def vendor_qualname(attribute: str) -> str:
     if not separator or not encoded:
         raise ValueError(f"not an adapter name: {attribute!r}")
     return _decode(encoded)
+
+
+def adapted_class(adapter: type) -> type | None:
+    """The vendor class ``adapter`` was built from, or None when it is not one of ours."""
+    with _lock:
+        for vendor, built in _adapters.items():
+            if built is adapter:
+                return vendor
+    return None
 
 
 def _resolve(qualname: str) -> Any:

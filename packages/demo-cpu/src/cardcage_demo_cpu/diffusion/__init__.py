@@ -3,9 +3,10 @@
 SRT and diffusion need separate platform classes and separate entry points. This module is what
 the ``sglang.multimodal_gen.platforms`` entry point loads on every diffusion start-up, on every
 machine where the distribution is installed, before any backend is initialised. So it stays
-import-safe: it imports only the standard library, ``cardcage.hooks.profile`` and this package's
-``envs`` (no torch, no diffusion runtime, no platform module), and ``activate()`` only reads
-environment variables.
+import-safe: it imports only the standard library, ``cardcage.hooks.profile``,
+``cardcage.platforms.host`` and this package's ``envs`` (no torch, no diffusion runtime, no
+platform module, no SGLang), and ``activate()`` only reads environment variables and asks which
+host is calling it.
 
 The opt-in rules are the SRT half's, with the diffusion selector in place of ``SGLANG_PLATFORM``:
 
