@@ -24,6 +24,8 @@ from cardcage.hooks.errors import (
     PhaseFailedError,
     PluginError,
     PluginLoadError,
+    SGLangPluginLoadError,
+    TargetsSGLangError,
     format_plugin,
 )
 from cardcage.hooks.loader import load_plugins_by_group
@@ -43,13 +45,14 @@ BUILTIN = {
     PhaseFailedError: RuntimeError,
     DuplicatePluginError: RuntimeError,
     PluginLoadError: RuntimeError,
+    SGLangPluginLoadError: RuntimeError,
     HookRegistrationError: TypeError,
     InvalidTargetError: ValueError,
     HookTargetError: TypeError,
     HookResultError: TypeError,
     HookApplyError: RuntimeError,
 }
-ABSTRACT = {CardcageError, PluginError, HookError}
+ABSTRACT = {CardcageError, PluginError, HookError, TargetsSGLangError}
 
 
 def _error_classes() -> set[type[BaseException]]:
@@ -89,7 +92,11 @@ def test_each_concrete_error_is_a_cardcage_error_and_its_documented_builtin(
     assert issubclass(cls, builtin)
 
 
-@pytest.mark.parametrize("cls", [DuplicatePluginError, PluginLoadError], ids=lambda x: x.__name__)
+@pytest.mark.parametrize(
+    "cls",
+    [DuplicatePluginError, PluginLoadError, SGLangPluginLoadError, TargetsSGLangError],
+    ids=lambda x: x.__name__,
+)
 def test_plugin_errors_share_the_plugin_error_base(cls: type[BaseException]) -> None:
     assert issubclass(cls, PluginError)
 

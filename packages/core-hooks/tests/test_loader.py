@@ -13,11 +13,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cardcage.hooks import errors as errors_module
 from cardcage.hooks.errors import (
     DuplicatePluginError,
     HookApplyError,
     PhaseFailedError,
     PluginLoadError,
+    SGLangPluginLoadError,
+    TargetsSGLangError,
+    missing_sglang_module,
 )
 from cardcage.hooks.loader import (
     GENERAL_PLUGINS_GROUP,
@@ -1197,3 +1201,184 @@ def test_load_plugins_logs_one_info_line_naming_loaded_and_failed_plugins(
     assert _records(caplog, logging.INFO) == [
         f"{plugin_profile.name.upper()} plugins: 1 loaded (good), 1 failed (broken)"
     ]
+
+
+# -- plugins written for SGLang's own runtime (SGLang is not installed here) ---------------------
+
+#: Really imports SGLang's hook registry, as a plugin written for SGLang does. The test
+#: environment has no SGLang and nothing stands in for it, so the import really fails.
+_SGLANG_NATIVE = """
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+
+def register():
+    HookRegistry.register("sglang.srt.utils.common.get_device_memory_capacity", print)
+"""
+
+_SGLANG_AT_REGISTER = """
+def register():
+    import sglang.srt.plugins.hook_registry  # noqa: F401
+"""
+
+
+def test_sglang_is_not_installed_in_this_environment() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("sglang")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "step"),
+    [
+        (_SGLANG_NATIVE, "failed-import", "importing it ("),
+        (_SGLANG_AT_REGISTER, "failed-register", "its general plugin callback"),
+    ],
+    ids=["import", "register"],
+)
+def test_a_plugin_that_needs_missing_sglang_is_skipped_as_targeting_sglangs_runtime(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    caplog: pytest.LogCaptureFixture,
+    body: str,
+    status: str,
+    step: str,
+) -> None:
+    dists.add("sglang-tools", plugins={"native": body, "fine": None})
+    caplog.set_level(logging.DEBUG, logger=LOADER)
+
+    report = load_plugins(plugin_profile, plugin_registry)
+
+    statuses = {p.name: (p.status, p.detail) for p in report.plugins}
+    assert statuses["fine"][0] == "executed"
+    assert statuses["native"][0] == status
+    detail = statuses["native"][1]
+    assert detail.startswith("targets SGLang's runtime: ModuleNotFoundError: No module named")
+    assert "docs/platforms/porting.md" in detail
+    [warning] = _records(caplog, logging.WARNING)
+    assert "Plugin 'native' (distribution sglang-tools)" in warning
+    assert f"targets SGLang's runtime: {step}" in warning
+    assert "SGLang is not installed in this environment" in warning
+    assert "Skipping it." in warning
+    assert "install SGLang (pip install sglang) and start SGLang's own runtime" in warning
+    assert "the porting guide: docs/platforms/porting.md" in warning
+    assert not _records(caplog, logging.ERROR), "a known cause is a warning, not an error"
+
+
+def test_a_sglang_plugin_failure_keeps_its_traceback_at_debug_only(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dists.add("sglang-tools", plugins={"native": _SGLANG_NATIVE})
+    caplog.set_level(logging.INFO, logger=LOADER)
+    load_plugins(plugin_profile, plugin_registry)
+    [quiet] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert not quiet.exc_info
+
+    reset_plugin_state(plugin_profile, plugin_registry)
+    caplog.clear()
+    caplog.set_level(logging.DEBUG, logger=LOADER)
+    load_plugins(plugin_profile, plugin_registry)
+    [verbose] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "No module named 'sglang'" in _traceback(verbose)
+
+
+@pytest.mark.parametrize(
+    ("body", "step"),
+    [(_SGLANG_NATIVE, "importing it ("), (_SGLANG_AT_REGISTER, "its general plugin callback")],
+    ids=["import", "register"],
+)
+def test_a_plugin_of_the_selected_platform_that_needs_missing_sglang_aborts_start_up(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    body: str,
+    step: str,
+) -> None:
+    dists.add("vendor-sg", platforms={"sg": None}, plugins={"sg_hooks": body})
+    dists.select("sg")
+
+    with pytest.raises(SGLangPluginLoadError) as info:
+        load_plugins(plugin_profile, plugin_registry)
+
+    error = info.value
+    assert isinstance(error, PluginLoadError)
+    assert isinstance(error, TargetsSGLangError)
+    assert (error.plugin, error.distribution, error.group) == (
+        "sg_hooks",
+        "vendor-sg",
+        plugin_profile.plugin_group,
+    )
+    assert error.sglang_module == "sglang"
+    assert isinstance(error.__cause__, ModuleNotFoundError)
+    message = str(error)
+    assert message == f"{error.problem} {error.fix}"
+    assert "Plugin 'sg_hooks' (distribution vendor-sg)" in message
+    assert f"targets SGLang's runtime: {step}" in message
+    assert "It ships with the selected platform, so the runtime cannot start without it" in message
+    assert "pip install sglang" in message
+    assert "docs/platforms/porting.md" in message
+    assert message.endswith("; or select another platform.")
+
+
+def test_a_plugin_of_an_excluded_platform_distribution_is_never_imported_even_if_it_needs_sglang(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dists.add("vendor-a", platforms={"a": None}, plugins={"a_general": None})
+    native = dists.add("vendor-sg", platforms={"sg": None}, plugins={"sg_hooks": _SGLANG_NATIVE})
+    dists.select("a")
+    caplog.set_level(logging.DEBUG, logger=LOADER)
+
+    report = load_plugins(plugin_profile, plugin_registry)
+
+    assert {p.name: p.status for p in report.plugins}["sg_hooks"] == "excluded"
+    assert not native.imported("sg_hooks")
+    assert not _records(caplog, logging.WARNING)
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (ModuleNotFoundError("No module named 'sglang'", name="sglang"), "sglang"),
+        (
+            ModuleNotFoundError("No module named 'sglang.srt'", name="sglang.srt"),
+            "sglang.srt",
+        ),
+        (ModuleNotFoundError("No module named 'sglangish'", name="sglangish"), None),
+        (ModuleNotFoundError("No module named 'torch'", name="torch"), None),
+        (ImportError("cannot import name 'x' from 'sglang'", name="sglang"), None),
+        (RuntimeError("boom"), None),
+    ],
+    ids=["sglang", "submodule", "lookalike", "other", "not-a-missing-module", "other-error"],
+)
+def test_missing_sglang_module_recognises_only_a_missing_sglang(
+    raised: BaseException, expected: str | None
+) -> None:
+    assert missing_sglang_module(raised) == expected
+
+
+def _vendor_set_up() -> None:
+    try:
+        importlib.import_module("sglang.srt.platforms.interface")
+    except ImportError as exc:
+        raise RuntimeError("vendor set-up failed") from exc
+
+
+def test_missing_sglang_module_follows_the_chain_of_causes() -> None:
+    with pytest.raises(RuntimeError) as info:
+        _vendor_set_up()
+
+    assert missing_sglang_module(info.value) == "sglang"
+
+
+def test_missing_sglang_module_is_none_where_sglang_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A missing submodule of an installed SGLang is a version problem, not a host problem.
+    monkeypatch.setattr(errors_module, "_sglang_installed", lambda: True)
+
+    assert missing_sglang_module(ModuleNotFoundError("x", name="sglang.srt.gone")) is None

@@ -6,7 +6,7 @@ written against SGLang keeps catching what it caught before. Each error carries 
 fields a CLI or a log line needs (group, plugin, distribution, target) and its message says what
 to do next.
 
-Import-safe: stdlib only, nothing at module scope but class definitions.
+Import-safe: stdlib only, nothing at module scope but constants, classes and functions.
 """
 
 from __future__ import annotations
@@ -28,7 +28,16 @@ __all__ = [
     "PhaseFailedError",
     "PluginError",
     "PluginLoadError",
+    "SGLANG_PORTING_GUIDE",
+    "SGLangPluginLoadError",
+    "TargetsSGLangError",
+    "missing_sglang_module",
+    "targets_sglang_fix",
+    "targets_sglang_problem",
 ]
+
+#: cardcage's guide to moving a plugin between SGLang's API and cardcage's, in either direction.
+SGLANG_PORTING_GUIDE = "docs/platforms/porting.md"
 
 
 class CardcageError(Exception):
@@ -119,6 +128,105 @@ class PluginLoadError(PluginError, RuntimeError):
     ) -> None:
         self.targets = tuple(targets)
         super().__init__(message, group=group, plugin=plugin, distribution=distribution)
+
+
+def missing_sglang_module(exc: BaseException) -> str | None:
+    """The ``sglang`` module a failed import needed, when SGLang is not installed; else None.
+
+    True of a plugin written for SGLang's own runtime (it imports ``sglang.*``) running where
+    cardcage is the host and SGLang is absent. ``exc`` and the exceptions it was raised from or
+    during are searched for a ``ModuleNotFoundError`` naming ``sglang`` or a submodule of it; a
+    missing submodule of an installed SGLang is a different problem (another SGLang version) and
+    gives None. Called on error paths only: it may look for the ``sglang`` package (never imports
+    it).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ModuleNotFoundError):
+            name = current.name or ""
+            if name.partition(".")[0] == "sglang":
+                return None if _sglang_installed() else name
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _sglang_installed() -> bool:
+    import importlib.util
+    import sys
+
+    if "sglang" in sys.modules:
+        return sys.modules["sglang"] is not None
+    try:
+        return importlib.util.find_spec("sglang") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def targets_sglang_problem(subject: str, step: str, sglang_module: str, exc: BaseException) -> str:
+    """What happened, when ``step`` of the plugin named by ``subject`` needed missing SGLang.
+
+    ``subject`` names the plugin and its distribution (``"Platform plugin 'x' (dist)"``),
+    ``step`` what needed SGLang (``"importing it (pkg.mod:register)"``).
+    """
+    return (
+        f"{subject} targets SGLang's runtime: {step} needs {sglang_module} "
+        f"({type(exc).__name__}: {exc}), and SGLang is not installed in this environment, so "
+        "cardcage is the host and cannot run it."
+    )
+
+
+def targets_sglang_fix(what: str = "this plugin", *, sglang_installed: bool = False) -> str:
+    """The two ways out for a plugin written for SGLang's runtime, as every message words them.
+
+    No final full stop, so a caller can go on (``"; or select another platform."``).
+    """
+    install = "" if sglang_installed else "install SGLang (pip install sglang) and "
+    return (
+        f"To run {what} as written, {install}start SGLang's own runtime, which hosts the "
+        "plugins written for it; to run it in cardcage, port it to cardcage's API (the porting "
+        f"guide: {SGLANG_PORTING_GUIDE})"
+    )
+
+
+class TargetsSGLangError(PluginError):
+    """A plugin written for SGLang's own runtime, which cardcage cannot host.
+
+    Either its import needs ``sglang`` and SGLang is not installed (``sglang_module`` names the
+    missing module), or it hands cardcage one of SGLang's own classes (``sglang_module`` names
+    that class's module). ``problem`` says what happened and ``fix`` the ways out; the message
+    is the two together. Not raised by itself: each concrete error also subclasses the error of
+    the step that failed (a plugin load, a platform activation, a platform class), so code that
+    catches those keeps catching it.
+    """
+
+    sglang_module: str | None = None
+    problem: str = ""
+    fix: str = ""
+
+
+class SGLangPluginLoadError(PluginLoadError, TargetsSGLangError):
+    """A plugin of the selected platform's distribution imports ``sglang``, which is missing.
+
+    It is written for SGLang's own runtime; the message gives both fixes (run SGLang's runtime,
+    or port the plugin to cardcage).
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        fix: str,
+        *,
+        group: str | None,
+        plugin: str | None,
+        distribution: str | None,
+        sglang_module: str | None,
+    ) -> None:
+        self.problem = problem
+        self.fix = fix
+        self.sglang_module = sglang_module
+        super().__init__(f"{problem} {fix}", group=group, plugin=plugin, distribution=distribution)
 
 
 class HookError(CardcageError):

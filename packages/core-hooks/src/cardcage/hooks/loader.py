@@ -12,7 +12,9 @@ Failure policy: a plugin shipped by the selected platform's distribution is part
 platform's contract, so failing to import, failing in ``register()`` or leaving a hook target
 unapplied raises ``PluginLoadError``. Any other plugin is logged with its traceback, its partial
 registrations are discarded, and the rest go on: a broken third-party plugin never takes the
-process down.
+process down. A plugin written for SGLang's own runtime, whose import (or ``register()``) fails
+because ``sglang`` is not installed, is named as such, with both ways out (run SGLang's runtime,
+or port the plugin): a warning without a traceback, or ``SGLangPluginLoadError`` when fatal.
 
 The selected platform comes from the profile's ``selection_provider`` when one is installed (the
 platform package resolves it, automatic mode included), else from the selector variable, resolved
@@ -29,7 +31,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ._log import get_logger
 from ._records import FrozenRecord, Record
 from .envs import CARDCAGE_DEFERRED_HOOKS, CARDCAGE_STRICT_HOOKS, parse_allowlist, parse_str
-from .errors import DuplicatePluginError, PluginLoadError, format_plugin
+from .errors import (
+    SGLANG_PORTING_GUIDE,
+    DuplicatePluginError,
+    PluginLoadError,
+    SGLangPluginLoadError,
+    format_plugin,
+    missing_sglang_module,
+    targets_sglang_fix,
+    targets_sglang_problem,
+)
 from .once import COMPLETE, Once
 from .profile import SRT_PROFILE, RuntimeProfile
 from .registry import (
@@ -362,6 +373,22 @@ def load_plugins_by_group(
         except Exception as exc:
             # Hooks the module registered while importing belong to a plugin that is not loaded.
             owner.discard_source(source)
+            sglang_module = missing_sglang_module(exc)
+            if sglang_module is not None:
+                # Written for SGLang's own runtime: say so, with both ways out, not a traceback.
+                _sglang_failure(
+                    statuses,
+                    ep.name,
+                    ep.dist_name,
+                    group,
+                    f"importing it ({ep.value})",
+                    exc,
+                    sglang_module,
+                    fatal=_fatal(ep.dist_name, fatal_dists),
+                    status="failed-import",
+                    entry_point=ep,
+                )
+                continue
             _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
             if _fatal(ep.dist_name, fatal_dists):
                 raise PluginLoadError(
@@ -395,6 +422,54 @@ def _record(
         statuses.append(PluginStatus(ep.name, ep.group, ep.value, ep.dist_name, status, detail))
 
 
+def _sglang_failure(
+    statuses: list[PluginStatus] | None,
+    name: str,
+    dist_name: str | None,
+    group: str | None,
+    step: str,
+    exc: BaseException,
+    sglang_module: str,
+    *,
+    fatal: bool,
+    status: str,
+    entry_point: PluginEntryPoint | None = None,
+    log: logging.Logger | None = None,
+) -> None:
+    """A plugin written for SGLang's runtime failed because SGLang is absent: record, then
+    raise (``fatal``: it ships with the selected platform) or log a warning and go on."""
+    detail = (
+        f"targets SGLang's runtime: {type(exc).__name__}: {exc}. Run it in SGLang's own runtime "
+        "(pip install sglang), or port it to cardcage (the porting guide: "
+        f"{SGLANG_PORTING_GUIDE})"
+    )
+    if entry_point is not None:
+        _record(statuses, entry_point, status, detail)
+    else:
+        _set_status(statuses, name, status, detail)
+    where = f" in group {group!r}" if group else ""
+    problem = targets_sglang_problem(
+        f"{format_plugin(name, dist_name).capitalize()}{where}", step, sglang_module, exc
+    )
+    if fatal:
+        raise SGLangPluginLoadError(
+            f"{problem} It ships with the selected platform, so the runtime cannot start "
+            "without it.",
+            f"{targets_sglang_fix()}; or select another platform.",
+            group=group,
+            plugin=name,
+            distribution=dist_name,
+            sglang_module=sglang_module,
+        ) from exc
+    out = log or logger
+    out.warning(
+        "%s Skipping it. %s.",
+        problem,
+        targets_sglang_fix(),
+        exc_info=out.isEnabledFor(logging.DEBUG),
+    )
+
+
 def execute_plugin_callbacks(
     plugins: Mapping[str, LoadedPlugin | tuple[Callable[[], object], str | None]],
     registry: type[BaseHookRegistry] = HookRegistry,
@@ -419,6 +494,21 @@ def execute_plugin_callbacks(
                 callback()
         except Exception as exc:
             dropped = registry.discard_source(source)
+            sglang_module = missing_sglang_module(exc)
+            if sglang_module is not None:
+                _sglang_failure(
+                    statuses,
+                    name,
+                    dist_name,
+                    group,
+                    f"its {plugin_label} plugin callback",
+                    exc,
+                    sglang_module,
+                    fatal=_fatal(dist_name, fatal_dists),
+                    status="failed-register",
+                    log=out,
+                )
+                continue
             if _fatal(dist_name, fatal_dists):
                 raise PluginLoadError(
                     f"{format_plugin(name, dist_name).capitalize()} failed in its {plugin_label} "
