@@ -12,6 +12,7 @@ validated before anything is loaded, and the class is validated before it is pub
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -21,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cardcage.hooks.errors import CardcageError, DuplicatePluginError, InvalidEnvVarError
+from cardcage.hooks.errors import (
+    CardcageError,
+    DuplicatePluginError,
+    InvalidEnvVarError,
+    TargetsSGLangError,
+)
 from cardcage.hooks.snapshot import refresh
 from cardcage.hooks.testing import on_sys_path, write_distribution
 from cardcage.platforms import probes as probes_module
@@ -38,6 +44,8 @@ from cardcage.platforms.errors import (
     PlatformReentrancyError,
     PlatformUnavailableError,
     ReservedPlatformNameError,
+    SGLangPlatformActivationError,
+    SGLangPlatformClassError,
     UnsupportedSelectorError,
 )
 from cardcage.platforms.interface import SRTPlatform
@@ -974,6 +982,231 @@ def test_unimportable_qualname_is_an_invalid_class_error_chained_from_the_import
     assert (error.plugin, error.distribution) == ("alpha", "vendor-a")
 
 
+# -- dotted qualnames: the module part is imported first, and its failure is the cause -------------
+
+
+def _vendor_package(site: Site, platform_module: str, returns: str) -> None:
+    """``ccsel_vendor``: an activation module returning ``returns``, and ``ccsel_vendor.platform``
+    with ``platform_module`` as its source."""
+    site.add(
+        "vendor-a",
+        entry_points={PLATFORMS: {"alpha": "ccsel_vendor.activation:activate"}},
+        modules={
+            "ccsel_vendor.platform": platform_module,
+            "ccsel_vendor.activation": f"def activate():\n    return {returns!r}\n",
+        },
+    )
+
+
+QUALNAMES = pytest.mark.parametrize(
+    "qualname",
+    ["ccsel_vendor.platform.VendorPlatform", "ccsel_vendor.platform:VendorPlatform"],
+    ids=["dotted", "colon"],
+)
+
+
+@QUALNAMES
+def test_a_class_module_that_fails_to_import_is_the_cause_in_either_qualname_form(
+    site: Site, qualname: str
+) -> None:
+    _vendor_package(
+        site, "raise ImportError('libvendor.so: cannot open shared object')\n", qualname
+    )
+
+    error = fail(site, InvalidPlatformClassError)
+
+    # pkgutil.resolve_name reports the dotted form as "module 'ccsel_vendor' has no attribute
+    # 'platform'", hiding this.
+    assert type(error.__cause__) is ImportError
+    assert "libvendor.so: cannot open shared object" in str(error)
+    assert "has no attribute" not in str(error)
+    assert (error.plugin, error.distribution) == ("alpha", "vendor-a")
+
+
+@QUALNAMES
+def test_a_missing_dependency_of_the_class_module_is_the_cause_in_either_form(
+    site: Site, qualname: str
+) -> None:
+    _vendor_package(site, "import ccsel_no_such_dependency\n" + OOT_CLASS, qualname)
+
+    error = fail(site, InvalidPlatformClassError)
+
+    assert isinstance(error.__cause__, ModuleNotFoundError)
+    assert error.__cause__.name == "ccsel_no_such_dependency"
+    assert "No module named 'ccsel_no_such_dependency'" in str(error)
+
+
+def test_a_dotted_qualname_walks_attributes_below_the_longest_importable_module(
+    site: Site,
+) -> None:
+    nested = OOT_CLASS.replace("class VendorPlatform", "class Holder:\n  class VendorPlatform")
+    nested = nested.replace("\n    _enum", "\n      _enum").replace(
+        "\n    device", "\n      device"
+    )
+    _vendor_package(site, nested, "ccsel_vendor.platform.Holder.VendorPlatform")
+
+    platform, record = select(site, PROBES_FORBIDDEN)
+
+    assert type(platform).__qualname__ == "Holder.VendorPlatform"
+    assert record.qualname == "ccsel_vendor.platform.Holder.VendorPlatform"
+
+
+@pytest.mark.parametrize(
+    "qualname",
+    ["ccsel_vendor.platform.DoesNotExist", "ccsel_vendor.nomodule.VendorPlatform"],
+    ids=["missing-class", "missing-submodule"],
+)
+def test_a_dotted_qualname_naming_nothing_is_still_a_missing_attribute(
+    site: Site, qualname: str
+) -> None:
+    _vendor_package(site, OOT_CLASS, qualname)
+
+    error = fail(site, InvalidPlatformClassError)
+
+    assert isinstance(error.__cause__, AttributeError)
+
+
+# -- plugins written for SGLang's own runtime (SGLang is not installed here) ----------------------
+
+#: Really imports SGLang, which the test environment does not have: nothing stands in for it.
+SGLANG_NATIVE_CLASS = """
+from sglang.srt.platforms.device_mixin import PlatformEnum
+from sglang.srt.platforms.interface import SRTPlatform
+
+
+class VendorPlatform(SRTPlatform):
+    _enum = PlatformEnum.OOT
+    device_name = "vendor"
+    device_type = "vendor"
+"""
+
+
+def test_sglang_is_not_installed_in_this_environment() -> None:
+    # Every test below relies on `import sglang` failing for real.
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("sglang")
+
+
+def _assert_targets_sglang(error: Exception, step: str) -> None:
+    message = str(error)
+    assert "'alpha' (vendor-a) targets SGLang's runtime" in message
+    assert step in message
+    assert "No module named 'sglang'" in message
+    assert "SGLang is not installed in this environment" in message
+    assert "install SGLang (pip install sglang) and start SGLang's own runtime" in message
+    assert "port it to cardcage's API (the porting guide: docs/platforms/porting.md)" in message
+    assert "select another platform with SGLANG_PLATFORM, or uninstall vendor-a" in message
+    assert isinstance(error, TargetsSGLangError)
+    assert error.sglang_module == "sglang"
+    assert error.problem
+    assert error.fix
+    assert message == f"{error.problem} {error.fix}"
+    assert isinstance(error.__cause__, ModuleNotFoundError)
+    assert error.__cause__.name == "sglang"
+
+
+@pytest.mark.parametrize("mode", ["explicit", "automatic"])
+@QUALNAMES
+def test_a_platform_class_that_imports_missing_sglang_targets_sglangs_runtime(
+    site: Site, monkeypatch: pytest.MonkeyPatch, mode: str, qualname: str
+) -> None:
+    _vendor_package(site, SGLANG_NATIVE_CLASS, qualname)
+    if mode == "explicit":
+        monkeypatch.setenv("SGLANG_PLATFORM", "alpha")
+
+    error = fail(site, SGLangPlatformClassError, PROBES_FORBIDDEN)
+
+    assert isinstance(error, InvalidPlatformClassError)
+    assert isinstance(error, TypeError)
+    assert (error.plugin, error.distribution, error.group) == ("alpha", "vendor-a", PLATFORMS)
+    _assert_targets_sglang(error, "importing the class its activate() named (ccsel_vendor.platform")
+
+
+@pytest.mark.parametrize("mode", ["explicit", "automatic"])
+def test_a_platform_entry_point_that_imports_missing_sglang_targets_sglangs_runtime(
+    site: Site, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    module = site.platform("vendor-a", "alpha", SGLANG_NATIVE_CLASS + DECLINING)
+    if mode == "explicit":
+        monkeypatch.setenv("SGLANG_PLATFORM", "alpha")
+
+    error = fail(site, SGLangPlatformActivationError, PROBES_FORBIDDEN)
+
+    assert isinstance(error, PlatformActivationError)
+    assert isinstance(error, RuntimeError)
+    _assert_targets_sglang(error, f"importing it ({module}:activate)")
+
+
+def test_an_activate_that_imports_missing_sglang_targets_sglangs_runtime(site: Site) -> None:
+    site.platform("vendor-a", "alpha", activating("__import__('sglang') and None", prelude=""))
+
+    error = fail(site, SGLangPlatformActivationError, PROBES_FORBIDDEN)
+
+    _assert_targets_sglang(error, "its activate() needs sglang")
+
+
+def test_a_missing_module_that_only_looks_like_sglang_is_an_ordinary_failure(site: Site) -> None:
+    _vendor_package(site, "import sglangish\n" + OOT_CLASS, "ccsel_vendor.platform.VendorPlatform")
+
+    error = fail(site, InvalidPlatformClassError)
+
+    assert not isinstance(error, TargetsSGLangError)
+    assert "No module named 'sglangish'" in str(error)
+
+
+def test_importing_an_entry_point_and_calling_activate_fail_with_different_messages(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = site.platform("vendor-a", "alpha", "raise ImportError('libvendor.so missing')\n")
+    monkeypatch.setenv("SGLANG_PLATFORM", "alpha")
+    imported = fail(site, PlatformActivationError)
+    assert f"could not be imported ({module}:activate): ImportError: libvendor.so" in str(imported)
+
+    site.platform("vendor-b", "beta", raising("RuntimeError('no device')"))
+    monkeypatch.setenv("SGLANG_PLATFORM", "beta")
+    activated = fail(site, PlatformActivationError)
+    assert "failed to activate: RuntimeError: no device" in str(activated)
+    assert not isinstance(activated, TargetsSGLangError)
+
+
+#: A platform class whose base carries the identity of SGLang's own ``SRTPlatform`` (its module
+#: name). No ``sglang`` module is created: ``import sglang`` still fails in this process. With
+#: SGLang installed, the same rule sees the real class (tests_integration/sglang).
+SGLANG_IDENTITY_CLASS = """
+class SRTPlatform:
+    pass
+
+
+SRTPlatform.__module__ = "sglang.srt.platforms.interface"
+
+
+class VendorPlatform(SRTPlatform):
+    device_name = "vendor"
+    device_type = "cpu"
+"""
+
+
+def test_an_sglang_native_platform_class_is_rejected_naming_sglang_and_the_porting_guide(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _vendor_package(site, SGLANG_IDENTITY_CLASS, "ccsel_vendor.platform.VendorPlatform")
+    monkeypatch.setenv("SGLANG_PLATFORM", "alpha")
+
+    error = fail(site, SGLangPlatformClassError, PROBES_FORBIDDEN)
+
+    message = str(error)
+    assert isinstance(error, InvalidPlatformClassError)
+    assert "'alpha' (vendor-a) targets SGLang's runtime" in message
+    assert "a subclass of sglang.srt.platforms.interface.SRTPlatform" in message
+    assert "cardcage.platforms.interface.SRTPlatform and does not adapt SGLang's own" in message
+    assert "start SGLang's own runtime" in message
+    assert "pip install sglang" not in message  # its class resolved: SGLang is there
+    assert "the porting guide: docs/platforms/porting.md" in message
+    assert error.sglang_module == "sglang.srt.platforms.interface"
+    assert (error.plugin, error.distribution) == ("alpha", "vendor-a")
+    assert "sglang" not in sys.modules
+
+
 # -- the selection record --------------------------------------------------------------------------
 
 
@@ -1175,6 +1408,12 @@ def test_unavailable_error_carries_the_record_with_the_declined_candidate(
         (ReservedPlatformNameError, RuntimeError),
         (PlatformReentrancyError, RuntimeError),
         (InvalidPlatformClassError, TypeError),
+        (SGLangPlatformClassError, InvalidPlatformClassError),
+        (SGLangPlatformClassError, TypeError),
+        (SGLangPlatformClassError, TargetsSGLangError),
+        (SGLangPlatformActivationError, PlatformActivationError),
+        (SGLangPlatformActivationError, RuntimeError),
+        (SGLangPlatformActivationError, TargetsSGLangError),
     ],
 )
 def test_each_selection_error_is_a_platform_error_and_the_builtin_sglang_raises(

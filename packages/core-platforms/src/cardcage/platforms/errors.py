@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cardcage.hooks.errors import CardcageError, PluginError
+from cardcage.hooks.errors import CardcageError, PluginError, TargetsSGLangError
 
 __all__ = [
     "InvalidActivateResultError",
@@ -21,6 +21,8 @@ __all__ = [
     "PlatformReentrancyError",
     "PlatformUnavailableError",
     "ReservedPlatformNameError",
+    "SGLangPlatformActivationError",
+    "SGLangPlatformClassError",
     "TorchNotInstalledError",
     "UnsupportedSelectorError",
 ]
@@ -124,6 +126,55 @@ class ReservedPlatformNameError(PlatformError, RuntimeError):
 
 class InvalidPlatformClassError(PlatformError, TypeError):
     """``activate()`` named something that is not a usable platform class."""
+
+
+class SGLangPlatformActivationError(PlatformActivationError, TargetsSGLangError):
+    """A platform entry point written for SGLang's own runtime: importing it, or its
+    ``activate()``, needs ``sglang`` (``sglang_module``), which is not installed.
+
+    The message gives both fixes: run SGLang's own runtime, or port the plugin to cardcage.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        fix: str,
+        *,
+        group: str,
+        plugin: str | None,
+        distribution: str | None,
+        sglang_module: str | None,
+    ) -> None:
+        self.problem = problem
+        self.fix = fix
+        self.sglang_module = sglang_module
+        super().__init__(f"{problem} {fix}", group=group, plugin=plugin, distribution=distribution)
+
+
+class SGLangPlatformClassError(InvalidPlatformClassError, TargetsSGLangError):
+    """``activate()`` named a platform class written for SGLang's own runtime.
+
+    Either the class subclasses one of SGLang's platform bases
+    (``sglang.srt.platforms.interface.SRTPlatform``, SGLang's diffusion ``Platform``), which
+    cardcage rejects rather than adapts; or importing it needs ``sglang``, which is not
+    installed. ``sglang_module`` names the SGLang module concerned. The message gives both
+    fixes: run SGLang's own runtime, or port the plugin to cardcage.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        fix: str,
+        *,
+        group: str,
+        plugin: str | None,
+        distribution: str | None,
+        sglang_module: str | None,
+    ) -> None:
+        self.problem = problem
+        self.fix = fix
+        self.sglang_module = sglang_module
+        super().__init__(f"{problem} {fix}", group=group, plugin=plugin, distribution=distribution)
 
 
 class PlatformReentrancyError(PlatformError, RuntimeError):

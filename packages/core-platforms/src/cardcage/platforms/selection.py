@@ -319,24 +319,24 @@ def _defined_by_base_mixin(cls: type, attr: str) -> bool:
 
 
 def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
-    """Load one platform entry point and call its ``activate()``; errors name the plugin."""
-    group = policy.profile.platform_group
-    try:
-        with _activating_context(ep):
-            callback = ep.load()
-            result = callback()  # type: ignore[operator]
-    except Exception as exc:
-        from .errors import PlatformActivationError
+    """Load one platform entry point and call its ``activate()``; errors name the plugin.
 
-        raise PlatformActivationError(
-            f"Platform plugin {_who(ep)} failed to activate: {type(exc).__name__}: {exc}. "
-            "Startup stops here rather than fall back to a built-in platform, which would run "
-            f"the work on the wrong hardware. Fix or uninstall {ep.dist_name or ep.value}, or "
-            f"select another platform with {policy.profile.selector_env}.",
-            group=group,
-            plugin=ep.name,
-            distribution=ep.dist_name,
-        ) from exc
+    Importing the entry point's module and calling ``activate()`` fail with different messages,
+    so the reader knows which of the two to fix.
+    """
+    failure: tuple[str, Exception] | None = None
+    with _activating_context(ep):
+        try:
+            callback = ep.load()
+        except Exception as exc:
+            failure = ("import", exc)
+        else:
+            try:
+                result = callback()  # type: ignore[operator]
+            except Exception as exc:
+                failure = ("activate", exc)
+    if failure is not None:
+        raise _activation_error(policy, ep, *failure) from failure[1]
     if result is None:
         return None
     if not isinstance(result, str) or not result.strip():
@@ -346,30 +346,86 @@ def _activate(policy: SelectionPolicy, ep: PluginEntryPoint) -> str | None:
             f"Platform plugin {_who(ep)}: activate() must return the platform class's qualified "
             f"name as a non-empty str (e.g. 'my_plugin.platform:MyPlatform') or None, got "
             f"{type(result).__name__} {result!r:.80}.",
-            group=group,
+            group=policy.profile.platform_group,
             plugin=ep.name,
             distribution=ep.dist_name,
         )
     return result.strip()
 
 
-def _resolve_name(qualname: str) -> object:
-    """``pkgutil.resolve_name``, without compiling its pattern for the usual ``module:attr``.
+def _activation_error(
+    policy: SelectionPolicy, ep: PluginEntryPoint, step: str, exc: Exception
+) -> Exception:
+    """The error for a platform entry point whose import (``step="import"``) or ``activate()``
+    (``step="activate"``) raised ``exc``."""
+    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
 
-    A name whose module and attribute parts are plain identifiers resolves exactly as
-    ``resolve_name`` resolves it (import the module, then walk the attributes); anything else
-    goes to ``resolve_name`` itself, with its validation and its errors.
+    from .errors import PlatformActivationError, SGLangPlatformActivationError
+
+    profile = policy.profile
+    cause = f"{type(exc).__name__}: {exc}"
+    sglang_module = missing_sglang_module(exc)
+    if sglang_module is not None:
+        what = f"importing it ({ep.value})" if step == "import" else "its activate()"
+        return SGLangPlatformActivationError(
+            targets_sglang_problem(f"Platform plugin {_who(ep)}", what, sglang_module, exc),
+            _sglang_fix(policy, ep),
+            group=profile.platform_group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+            sglang_module=sglang_module,
+        )
+    happened = (
+        f"could not be imported ({ep.value}): {cause}"
+        if step == "import"
+        else f"failed to activate: {cause}"
+    )
+    return PlatformActivationError(
+        f"Platform plugin {_who(ep)} {happened}. Startup stops here rather than fall back to a "
+        "built-in platform, which would run the work on the wrong hardware. Fix or uninstall "
+        f"{ep.dist_name or ep.value}, or select another platform with {profile.selector_env}.",
+        group=profile.platform_group,
+        plugin=ep.name,
+        distribution=ep.dist_name,
+    )
+
+
+def _resolve_name(qualname: str) -> object:
+    """Resolve ``module:attr`` or dotted ``pkg.mod.Class`` as ``pkgutil.resolve_name`` does,
+    but never hide why a module failed to import.
+
+    The colon form imports the module part, then walks the attributes. The dotted form imports
+    the longest prefix of the name that is a module, then walks the rest as attributes, like
+    ``resolve_name``; unlike it, a module that exists but fails to import (a missing
+    dependency such as ``sglang``, or an error in its code) raises that failure instead of the
+    misleading "module has no attribute" that ``resolve_name`` turns it into. A name that is
+    not made of identifiers goes to ``resolve_name`` itself, with its validation and errors.
     """
     module_name, colon, attrs = qualname.partition(":")
-    parts = attrs.split(".")
-    if colon and all(p.isascii() and p.isidentifier() for p in (*module_name.split("."), *parts)):
-        obj: object = importlib.import_module(module_name)
-        for part in parts:
-            obj = getattr(obj, part)
-        return obj
-    import pkgutil
+    parts = attrs.split(".") if colon else module_name.split(".")
+    names = (*module_name.split("."), *parts) if colon else parts
+    if not all(p.isascii() and p.isidentifier() for p in names):
+        import pkgutil
 
-    return pkgutil.resolve_name(qualname)
+        return pkgutil.resolve_name(qualname)
+    if colon:
+        obj: object = importlib.import_module(module_name)
+    else:
+        module_name = parts.pop(0)
+        obj = importlib.import_module(module_name)  # the first part must be a module
+        while parts:
+            candidate = f"{module_name}.{parts[0]}"
+            try:
+                obj = importlib.import_module(candidate)
+            except ModuleNotFoundError as exc:
+                if exc.name != candidate:
+                    raise  # the module exists; something it imports does not
+                break  # no such module: the rest are attributes
+            module_name = candidate
+            parts.pop(0)
+    for part in parts:
+        obj = getattr(obj, part)
+    return obj
 
 
 def load_platform_class(
@@ -390,19 +446,15 @@ def load_platform_class(
         else:
             obj = _resolve_name(qualname)
     except Exception as exc:
-        from .errors import InvalidPlatformClassError
-
-        raise InvalidPlatformClassError(
-            f"Platform plugin {who} named {qualname!r}, which cannot be imported: "
-            f"{type(exc).__name__}: {exc}.",
-            group=group,
-            plugin=ep.name if ep else None,
-            distribution=ep.dist_name if ep else None,
-        ) from exc
+        raise _unimportable_class_error(policy, qualname, ep, exc) from exc
     base = policy.base_class
     if not isinstance(obj, type) or not issubclass(obj, base):
         from .errors import InvalidPlatformClassError
 
+        if isinstance(obj, type) and ep is not None:
+            native = _sglang_base(obj)
+            if native is not None:
+                raise _sglang_native_class_error(policy, qualname, ep, native)
         raise InvalidPlatformClassError(
             f"Expected a {base.__name__} subclass, got {type(obj).__name__} {obj!r:.80}: "
             f"{qualname} (from platform plugin {who}). activate() must name a class that "
@@ -434,6 +486,83 @@ def load_platform_class(
                 distribution=ep.dist_name,
             )
     return obj
+
+
+def _unimportable_class_error(
+    policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint | None, exc: Exception
+) -> Exception:
+    """The error for a platform class that cannot be imported; the real cause is named."""
+    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
+
+    from .errors import InvalidPlatformClassError, SGLangPlatformClassError
+
+    profile = policy.profile
+    cause = f"{type(exc).__name__}: {exc}"
+    sglang_module = missing_sglang_module(exc) if ep is not None else None
+    if ep is not None and sglang_module is not None:
+        step = f"importing the class its activate() named ({qualname})"
+        return SGLangPlatformClassError(
+            targets_sglang_problem(f"Platform plugin {_who(ep)}", step, sglang_module, exc),
+            _sglang_fix(policy, ep),
+            group=profile.platform_group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+            sglang_module=sglang_module,
+        )
+    who = _who(ep) if ep is not None else "built-in"
+    return InvalidPlatformClassError(
+        f"Platform plugin {who} named {qualname!r}, which cannot be imported: {cause}.",
+        group=profile.platform_group,
+        plugin=ep.name if ep else None,
+        distribution=ep.dist_name if ep else None,
+    )
+
+
+def _sglang_fix(
+    policy: SelectionPolicy, ep: PluginEntryPoint, *, sglang_installed: bool = False
+) -> str:
+    """The ways out for a platform plugin written for SGLang's runtime."""
+    from cardcage.hooks.errors import targets_sglang_fix
+
+    return (
+        f"{targets_sglang_fix(sglang_installed=sglang_installed)}. Until then, select another "
+        f"platform with {policy.profile.selector_env}, or uninstall {ep.dist_name or ep.value}."
+    )
+
+
+def _sglang_base(cls: type) -> type | None:
+    """The nearest class of SGLang's own (a module under ``sglang``) in ``cls``'s MRO, if any.
+
+    A class of SGLang's own means the platform class was written for SGLang's runtime (against
+    ``sglang.srt.platforms.interface.SRTPlatform``, or SGLang's diffusion ``Platform``).
+    """
+    for klass in cls.__mro__:
+        module = getattr(klass, "__module__", None) or ""
+        if module.partition(".")[0] == "sglang":
+            return klass
+    return None
+
+
+def _sglang_native_class_error(
+    policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint, native: type
+) -> Exception:
+    """The error for an SGLang-native platform class handed to cardcage's selection."""
+    from .errors import SGLangPlatformClassError
+
+    profile = policy.profile
+    base = policy.base_class
+    found = f"{native.__module__}.{native.__qualname__}"
+    return SGLangPlatformClassError(
+        f"Platform plugin {_who(ep)} targets SGLang's runtime: the class its activate() named, "
+        f"{qualname}, is a subclass of {found}, a platform class written for SGLang itself. "
+        f"cardcage hosts platform classes written against {base.__module__}."
+        f"{base.__qualname__} and does not adapt SGLang's own.",
+        _sglang_fix(policy, ep, sglang_installed=True),
+        group=profile.platform_group,
+        plugin=ep.name,
+        distribution=ep.dist_name,
+        sglang_module=native.__module__,
+    )
 
 
 def _instantiate(policy: SelectionPolicy, cls: type, ep: PluginEntryPoint | None) -> Any:
