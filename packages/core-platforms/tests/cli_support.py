@@ -67,6 +67,35 @@ BROKEN_PLUGIN = """
 raise ImportError("vendor runtime libfoo.so is missing")
 """
 
+#: A platform entry point whose module cannot be imported: activate() is never reached.
+UNIMPORTABLE_PLATFORM = """
+raise ImportError("libvendor.so: cannot open shared object file")
+"""
+
+RAISING_REGISTER = """
+def register():
+    raise RuntimeError("vendor runtime not initialised")
+"""
+
+#: A general plugin that registers one hook with cardcage's SRT registry in register().
+HOOKING_PLUGIN = """
+from cardcage.hooks import HookRegistry, HookType
+
+
+def register():
+    HookRegistry.register("json.dumps", lambda result, *args, **kwargs: result, HookType.AFTER)
+"""
+
+#: A general plugin written for SGLang's own runtime. SGLang is not installed where the tests
+#: run and nothing stands in for it, so importing this really fails.
+SGLANG_NATIVE_PLUGIN = """
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+
+def register():
+    HookRegistry.register("sglang.srt.utils.common.get_device_memory_capacity", print)
+"""
+
 
 @dataclass
 class Result:
@@ -112,8 +141,14 @@ class Site:
         self.env: dict[str, str] = {}
 
     def module(self, name: str, source: str) -> str:
-        """Write ``name.py`` into the site; return the module name."""
-        (self.root / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+        """Write module ``name`` into the site (a dotted name gets its packages, each with an
+        empty ``__init__.py``); return the module name."""
+        *packages, leaf = name.split(".")
+        folder = self.root.joinpath(*packages)
+        for depth in range(1, len(packages) + 1):
+            self.root.joinpath(*packages[:depth]).mkdir(exist_ok=True)
+            self.root.joinpath(*packages[:depth], "__init__.py").touch()
+        (folder / f"{leaf}.py").write_text(textwrap.dedent(source), encoding="utf-8")
         return name
 
     def marker(self, label: str) -> Path:

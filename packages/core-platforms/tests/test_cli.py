@@ -19,10 +19,14 @@ import pytest
 from cli_support import (
     BROKEN_PLUGIN,
     DECLINING_PLATFORM,
+    HOOKING_PLUGIN,
     OOT_PLATFORM,
     PLATFORMS,
     PLUGINS,
     RAISING_PLATFORM,
+    RAISING_REGISTER,
+    SGLANG_NATIVE_PLUGIN,
+    UNIMPORTABLE_PLATFORM,
     Site,
     run_cli,
     validate,
@@ -55,6 +59,11 @@ def _json(site: Site, *args: str, env: dict[str, str] | None = None) -> dict[str
 
 def _codes(document: dict[str, Any]) -> list[str]:
     return [f["code"] for f in document["findings"]]
+
+
+def _problems(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The errors and warnings (what ``--strict`` fails on), without the info findings."""
+    return [f for f in document["findings"] if f["severity"] != "info"]
 
 
 # -- schemas and the console script ------------------------------------------------------------
@@ -407,7 +416,7 @@ def test_a_broken_diffusion_runtime_is_reported_not_a_crash(site: Site) -> None:
     assert [p["name"] for p in listing["profiles"]] == ["srt", "diffusion"]
 
     doctor = _json(site, "doctor")
-    (finding,) = doctor["findings"]
+    (finding,) = _problems(doctor)
     assert finding["code"] == "runtime-import-failed"
     assert "pip install --force-reinstall cardcage-diffusion-runtime" in finding["fix"]
 
@@ -631,6 +640,21 @@ def _broken_import(site: Site) -> dict[str, str]:
     return {}
 
 
+def _unimportable_platform(site: Site) -> dict[str, str]:
+    site.platform("broken-vendor", "brokenp", UNIMPORTABLE_PLATFORM)
+    return {}
+
+
+def _raising_register(site: Site) -> dict[str, str]:
+    site.plugin("tools-x", "xhooks", RAISING_REGISTER)
+    return {}
+
+
+def _sglang_native(site: Site) -> dict[str, str]:
+    site.plugin("sglang-tools", "native", SGLANG_NATIVE_PLUGIN)
+    return {}
+
+
 def _unknown_selector(site: Site) -> dict[str, str]:
     site.oot("acme-accel", "acme")
     return {"SGLANG_PLATFORM": "acmee"}
@@ -658,6 +682,9 @@ FINDINGS = {
     "invalid-platform-class": _invalid_class,
     "allowlist-unmatched": _unmatched_allowlist,
     "plugin-import-failed": _broken_import,
+    "platform-import-failed": _unimportable_platform,
+    "plugin-register-failed": _raising_register,
+    "plugin-targets-sglang": _sglang_native,
     "unknown-platform-selector": _unknown_selector,
     "selected-platform-unavailable": _declined_selected,
     "reserved-platform-name": _reserved,
@@ -677,15 +704,15 @@ def test_doctor_strict_fails_on_each_finding_and_plain_doctor_does_not(
     document = strict.json()
     validate("doctor", document)
     assert document["ok"] is False
-    assert _codes(document) == [code]
-    (finding,) = document["findings"]
+    (finding,) = _problems(document)
+    assert finding["code"] == code
     assert finding["message"]
     assert finding["fix"]
 
 
 def test_doctor_duplicate_names_both_distributions_with_versions(site: Site) -> None:
     _duplicate(site)
-    (finding,) = _json(site, "doctor")["findings"]
+    (finding,) = _json(site, "doctor")["findings"]  # no info: startup runs no register()
     assert finding["group"] == PLUGINS
     assert finding["plugin"] == "same"
     assert finding["distributions"] == [
@@ -750,3 +777,261 @@ def test_doctor_json_stays_parseable_when_a_plugin_prints(site: Site) -> None:
     assert result.returncode == 0, result
     assert result.json()["ok"] is True
     assert "hello from a plugin" in result.stderr
+
+
+# -- doctor: which step failed, what startup would skip, plugins written for SGLang -------------
+
+
+def _vendor(site: Site, dist: str, ep: str, platform: str, plugin: str | None = None) -> None:
+    """Distribution ``dist``: platform entry point ``ep`` (module source ``platform``) and, with
+    ``plugin``, a general plugin ``<ep>_hooks`` of that source."""
+    entry_points = {PLATFORMS: {ep: f"ccfix_{ep}:activate"}}
+    modules = {f"ccfix_{ep}": platform.format(module=f"ccfix_{ep}", cls="P", device=ep)}
+    if plugin is not None:
+        entry_points[PLUGINS] = {f"{ep}_hooks": f"ccfix_{ep}_hooks:register"}
+        modules[f"ccfix_{ep}_hooks"] = plugin
+    site.add(dist, entry_points=entry_points, modules=modules)
+
+
+def test_doctor_tells_a_failing_import_from_a_raising_activate(site: Site) -> None:
+    site.platform("broken-vendor", "brokenp", UNIMPORTABLE_PLATFORM)
+    site.platform("flaky-vendor", "flaky", RAISING_PLATFORM)
+
+    found = {f["plugin"]: f for f in _json(site, "doctor")["findings"]}
+
+    imported, activated = found["brokenp"], found["flaky"]
+    assert imported["code"] == "platform-import-failed"
+    assert (
+        "importing its entry point (ccfix_broken_vendor_brokenp:activate) raised"
+        in (imported["message"])
+    )
+    assert "ImportError: libvendor.so: cannot open shared object file" in imported["message"]
+    assert "its activate() was never called" in imported["message"]
+    assert "pip install --force-reinstall broken-vendor" in imported["fix"]
+    assert activated["code"] == "platform-activation-failed"
+    assert "activate() raised RuntimeError: driver exploded" in activated["message"]
+    assert {imported["severity"], activated["severity"]} == {"error"}
+
+
+def test_doctor_shows_a_plugin_that_registered_nothing_as_info_and_strict_passes(
+    site: Site,
+) -> None:
+    site.plugin("quiet-tools", "quiet")  # register() does nothing
+    site.plugin("hook-tools", "hooker", HOOKING_PLUGIN)
+    site.plugin(
+        "decorator-tools",
+        "decorated",
+        """
+        from cardcage.hooks import HookType, plugin_hook
+
+
+        @plugin_hook("json.loads", HookType.AFTER)
+        def same(result, *args, **kwargs):
+            return result
+
+
+        def register():
+            pass
+        """,
+    )
+
+    result = site.run("doctor", "--strict", "--json")
+
+    assert result.returncode == 0, result
+    document = result.json()
+    validate("doctor", document)
+    assert document["ok"] is True
+    assert document["summary"] == {"errors": 0, "warnings": 0, "info": 1}
+    (finding,) = document["findings"]
+    assert (finding["code"], finding["severity"], finding["plugin"]) == (
+        "plugin-registered-no-hooks",
+        "info",
+        "quiet",
+    )
+    assert "executed, 0 hooks registered" in finding["message"]
+    assert "cardcage.hooks.registry.HookRegistry" in finding["message"]
+    assert "docs/platforms/porting.md" in finding["fix"]
+    text = site.run("doctor", "--strict")
+    assert "INFO: plugin-registered-no-hooks [sglang.srt.plugins]" in text.stdout
+    assert "No problems found." in text.stdout
+
+
+def test_doctor_calls_register_only_for_the_plugins_startup_would_run(site: Site) -> None:
+    spy = "def register():\n    open({path!r}, 'w').close()\n"
+    site.oot("acme-accel", "acme")
+    _vendor(
+        site,
+        "sleepy-vendor",
+        "sleepy",
+        DECLINING_PLATFORM,
+        spy.format(path=str(site.marker("excluded"))),
+    )
+    site.plugin("tools-x", "xhooks", spy.format(path=str(site.marker("loads"))))
+    site.plugin("tools-y", "yhooks", spy.format(path=str(site.marker("not-allowed"))))
+
+    _json(site, "doctor", env={"SGLANG_PLUGINS": "acme,sleepy_hooks,xhooks"})
+
+    assert site.marker("loads").exists()
+    assert not site.marker("excluded").exists(), "startup excludes sleepy-vendor's plugins"
+    assert not site.marker("not-allowed").exists(), "the allowlist leaves yhooks out"
+
+
+def test_doctor_reports_a_raising_register_with_its_traceback(site: Site) -> None:
+    _raising_register(site)
+
+    (finding,) = _json(site, "doctor")["findings"]
+
+    assert (finding["code"], finding["severity"]) == ("plugin-register-failed", "error")
+    assert (
+        "raised RuntimeError: vendor runtime not initialised in register()" in (finding["message"])
+    )
+    assert "load_plugins() logs it and skips it at startup" in finding["message"]
+    assert "RuntimeError: vendor runtime not initialised" in finding["traceback"]
+
+
+@pytest.mark.parametrize("selector", ["acme", ""], ids=["explicit", "automatic"])
+def test_doctor_reports_problems_of_excluded_general_plugins_as_info(
+    site: Site, selector: str
+) -> None:
+    site.oot("acme-accel", "acme")
+    _vendor(site, "sleepy-vendor", "sleepy", DECLINING_PLATFORM, BROKEN_PLUGIN)
+    env = {"SGLANG_PLATFORM": selector} if selector else {}
+
+    result = site.run("doctor", "--strict", "--json", env=env)
+
+    assert result.returncode == 0, result
+    (finding,) = [f for f in result.json()["findings"] if f["plugin"] == "sleepy_hooks"]
+    assert (finding["code"], finding["severity"]) == ("plugin-import-failed", "info")
+    assert (
+        "Startup never imports it: sleepy-vendor provides a platform entry point"
+        in (finding["message"])
+    )
+
+
+def test_a_broken_plugin_of_the_selected_platform_is_an_error_that_aborts_startup(
+    site: Site,
+) -> None:
+    _vendor(site, "acme-accel", "acme", OOT_PLATFORM, BROKEN_PLUGIN)
+
+    (finding,) = _json(site, "doctor")["findings"]
+
+    assert (finding["code"], finding["severity"]) == ("plugin-import-failed", "error")
+    assert (
+        "It ships with the selected platform, so load_plugins() aborts startup"
+        in (finding["message"])
+    )
+
+
+def test_doctor_reports_a_plugin_the_allowlist_leaves_out_as_a_warning(site: Site) -> None:
+    site.plugin("tools-x", "xhooks", HOOKING_PLUGIN)
+    site.plugin("broken-hooks", "broken", BROKEN_PLUGIN)
+
+    (finding,) = _json(site, "doctor", env={"SGLANG_PLUGINS": "xhooks"})["findings"]
+
+    assert (finding["code"], finding["severity"]) == ("plugin-import-failed", "warning")
+    assert "Startup skips it while SGLANG_PLUGINS leaves it out" in finding["message"]
+
+
+#: A platform plugin written for SGLang: activate() is SGLang-free and answers when asked; the
+#: class it names (dotted, as SGLang's examples write it) imports SGLang, which is not installed.
+SGLANG_NATIVE_PLATFORM = {
+    "ccfix_native.entry": (
+        "import os\n\n\ndef activate():\n"
+        "    return 'ccfix_native.platform.NativePlatform' if os.environ.get('CCFIX_NATIVE') "
+        "else None\n"
+    ),
+    "ccfix_native.platform": (
+        "from sglang.srt.platforms.interface import SRTPlatform\n\n\n"
+        "class NativePlatform(SRTPlatform):\n    device_name = 'native'\n"
+    ),
+    "ccfix_native.hooks": SGLANG_NATIVE_PLUGIN,
+}
+
+
+def _sglang_native_vendor(site: Site) -> None:
+    site.add(
+        "native-vendor",
+        entry_points={
+            PLATFORMS: {"native": "ccfix_native.entry:activate"},
+            PLUGINS: {"native_hooks": "ccfix_native.hooks:register"},
+        },
+        modules=SGLANG_NATIVE_PLATFORM,
+    )
+
+
+def test_doctor_names_a_selected_platform_written_for_sglang_with_both_fixes(site: Site) -> None:
+    _sglang_native_vendor(site)
+
+    env = {"SGLANG_PLATFORM": "native", "CCFIX_NATIVE": "1"}
+    result = site.run("doctor", "--strict", "--json", env=env)
+
+    assert result.returncode == 1, result
+    found = {f["plugin"]: f for f in result.json()["findings"]}
+    platform, hooks = found["native"], found["native_hooks"]
+    for finding in (platform, hooks):
+        assert (finding["code"], finding["severity"]) == ("plugin-targets-sglang", "error")
+        assert "(native-vendor" in finding["message"]
+        assert "targets SGLang's runtime" in finding["message"]
+        assert "No module named 'sglang'" in finding["message"]
+        assert (
+            "install SGLang (pip install sglang) and start SGLang's own runtime" in (finding["fix"])
+        )
+        assert "the porting guide: docs/platforms/porting.md" in finding["fix"]
+        assert finding["distributions"] == [{"name": "native-vendor", "version": "1.0"}]
+    assert (
+        "importing the class its activate() named (ccfix_native.platform.NativePlatform)"
+        in (platform["message"])
+    )
+    assert "has no attribute" not in platform["message"]
+    assert "Platform selection aborts at startup" in platform["message"]
+    assert "select another platform with SGLANG_PLATFORM" in platform["fix"]
+    assert "importing it (ccfix_native.hooks:register)" in hooks["message"]
+    assert "ships with the selected platform" in hooks["message"]
+
+
+def test_doctor_keeps_an_unselected_platform_written_for_sglang_out_of_strict(
+    site: Site,
+) -> None:
+    _sglang_native_vendor(site)
+    site.oot("acme-accel", "acme")
+
+    result = site.run("doctor", "--strict", "--json")
+
+    assert result.returncode == 0, result
+    (finding,) = result.json()["findings"]
+    assert (finding["plugin"], finding["code"], finding["severity"]) == (
+        "native_hooks",
+        "plugin-targets-sglang",
+        "info",
+    )
+    assert "Startup never imports it" in finding["message"]
+
+
+def test_doctor_runs_platform_plugin_code_with_cardcage_as_the_host(site: Site) -> None:
+    activate_marker, class_marker = site.marker("activate-host"), site.marker("class-host")
+    site.add(
+        "spy-vendor",
+        entry_points={PLATFORMS: {"spy": "ccfix_spy:activate"}},
+        modules={
+            "ccfix_spy": f"""
+from cardcage.platforms.host import platform_host
+
+
+def activate():
+    with open({str(activate_marker)!r}, "w") as out:
+        out.write(str(platform_host()))
+    return "ccfix_spy_platform:SpyPlatform"
+""",
+            "ccfix_spy_platform": f"""
+from cardcage.platforms.host import platform_host
+
+with open({str(class_marker)!r}, "w") as out:
+    out.write(str(platform_host()))
+"""
+            + OOT_PLATFORM.format(module="ccfix_spy_platform", cls="SpyPlatform", device="spy"),
+        },
+    )
+
+    assert _json(site, "doctor")["findings"] == []
+    assert activate_marker.read_text(encoding="utf-8") == "Host.CARDCAGE"
+    assert class_marker.read_text(encoding="utf-8") == "Host.CARDCAGE"

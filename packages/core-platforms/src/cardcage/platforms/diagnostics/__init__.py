@@ -14,7 +14,9 @@ What each collector may touch, because a diagnostic must not change what it diag
   ``cardcage.diffusion`` statically, the diffusion distribution depends on this one).
 * ``collect_hooks`` runs ``cardcage.hooks.load_plugins()`` (registration and application).
 * ``run_doctor`` calls every platform entry point's ``activate()`` (of every installed runtime)
-  and imports every general plugin, in this process, catching whatever they raise.
+  as cardcage's selection would (``platform_host()`` is cardcage), imports every general plugin,
+  and calls the ``register()`` of those that startup would run, in this process, catching
+  whatever they raise; the hooks they register are counted and discarded, never applied.
 
 Import-safe: stdlib only at module scope. ``cardcage.hooks`` internals, the selection engine and
 plugin code are imported inside the functions that need them; torch never is.

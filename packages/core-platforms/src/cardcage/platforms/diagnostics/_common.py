@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
+    from cardcage.hooks.registry import BaseHookRegistry
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
     from cardcage.platforms.selection import SelectionPolicy
 
@@ -235,6 +236,8 @@ class RuntimeSelection:
     chain: str
     #: The distribution that installs the runtime (named in "not installed" messages).
     distribution: str
+    #: ``"module:class"`` of the hook registry the runtime's general plugins register with.
+    registry: str
 
     def accessor(self) -> Any:
         import importlib
@@ -248,20 +251,30 @@ class RuntimeSelection:
         policy: SelectionPolicy = getattr(importlib.import_module(module), name)()
         return policy
 
+    def load_registry(self) -> type[BaseHookRegistry]:
+        import importlib
 
-#: Profile name -> (accessor module, policy factory, fallback chain in words, distribution).
+        module, _, name = self.registry.partition(":")
+        registry: type[BaseHookRegistry] = getattr(importlib.import_module(module), name)
+        return registry
+
+
+#: Profile name -> (accessor module, policy factory, fallback chain in words, distribution,
+#: hook registry).
 _SELECTIONS = {
     "srt": (
         "cardcage.platforms.current",
         "cardcage.platforms.srt:srt_policy",
         "CPU if SGLANG_USE_CPU_ENGINE=1, then CUDA, ROCm, XPU, then the base SRTPlatform",
         "cardcage-core-platforms",
+        "cardcage.hooks.registry:HookRegistry",
     ),
     "diffusion": (
         "cardcage.diffusion.runtime.platforms.current",
         "cardcage.diffusion.runtime.platforms.policy:diffusion_policy",
         "MPS, XPU, ROCm, CUDA, NPU, MUSA, then CPU, which always matches",
         "cardcage-diffusion-runtime",
+        "cardcage.diffusion.runtime.platforms.plugins:HookRegistry",
     ),
 }
 

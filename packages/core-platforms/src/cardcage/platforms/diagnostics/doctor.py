@@ -1,4 +1,14 @@
-"""``cardcage doctor``: problems a CI gate should catch before the runtime starts."""
+"""``cardcage doctor``: problems a CI gate should catch before the runtime starts.
+
+Severity says what a problem does to startup: an error breaks or silently changes it, a warning
+matters once the plugin is selected or allowed, info never affects it (``--strict`` fails on
+errors and warnings only). So a general plugin that startup never imports (the plugins of a
+platform distribution that was not selected) has its problems reported as info, and one whose
+``register()`` ran and registered nothing gets an info finding ("executed, 0 hooks
+registered"). A plugin written for SGLang's own runtime (it imports ``sglang`` where SGLang is
+absent, or hands cardcage an SGLang platform class) gets ``plugin-targets-sglang``, whichever
+step found it, with both ways out.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from cardcage.hooks.loader import allowlist_scope
 
 if TYPE_CHECKING:
+    from cardcage.hooks.loader import PlatformChoice
     from cardcage.hooks.profile import RuntimeProfile
+    from cardcage.hooks.registry import BaseHookRegistry
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
     from cardcage.platforms.selection import SelectionPolicy
 
@@ -25,6 +37,7 @@ from ._common import (
     exc_line,
     group_roles,
     kind_of_unknown_group,
+    normalize,
     runtime_profiles,
     runtime_selection,
     selector_value,
@@ -256,36 +269,117 @@ class _Activation:
     finding: Finding | None = None
 
 
-def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool) -> _Activation:
-    """Call one ``activate()`` and validate what it names, catching whatever it raises."""
-    from cardcage.platforms.errors import PlatformError
-    from cardcage.platforms.selection import load_platform_class
+def _sglang_finding(
+    severity: Severity,
+    problem: str,
+    fix: str,
+    group: str,
+    ep: PluginEntryPoint,
+    exc: BaseException | None,
+) -> Finding:
+    """A plugin written for SGLang's own runtime (it imports ``sglang.*``, or hands cardcage an
+    SGLang class): one code whichever step found it, the step named in the message."""
+    return Finding(
+        code="plugin-targets-sglang",
+        severity=severity,
+        message=problem,
+        fix=fix,
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        traceback=_tb(exc) if exc is not None else None,
+    )
+
+
+def _activation_failed(
+    policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool, step: str, exc: BaseException
+) -> Finding:
+    """Importing the entry point (``step="import"``) or calling ``activate()`` raised."""
+    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
+    from cardcage.platforms.selection import _sglang_fix
 
     group = policy.profile.platform_group
     severity: Severity = "error" if considered else "warning"
     when = "at startup" if considered else "if it is selected"
-    try:
-        result = ep.load()()  # type: ignore[operator]
-    except (Exception, SystemExit) as exc:
-        return _Activation(
+    dist = ep.dist_name or ep.value
+    sglang_module = missing_sglang_module(exc)
+    if sglang_module is not None:
+        what = f"importing its entry point ({ep.value})" if step == "import" else "its activate()"
+        return _sglang_finding(
+            severity,
+            targets_sglang_problem(f"Platform plugin {describe_ep(ep)}", what, sglang_module, exc)
+            + f" Platform selection aborts {when}.",
+            _sglang_fix(policy, ep),
+            group,
             ep,
-            considered,
-            finding=Finding(
-                code="platform-activation-failed",
-                severity=severity,
-                message=(
-                    f"Platform plugin {describe_ep(ep)}: activate() raised {exc_line(exc)}. "
-                    f"Platform selection aborts {when}."
-                ),
-                fix=(
-                    f"Fix or uninstall {ep.dist_name or ep.value}; activate() must return None "
-                    "when its hardware is absent, never raise."
-                ),
-                group=group,
-                plugin=ep.name,
-                distributions=(ep_dist(ep),),
-                traceback=_tb(exc),
+            exc,
+        )
+    if step == "import":
+        return Finding(
+            code="platform-import-failed",
+            severity=severity,
+            message=(
+                f"Platform plugin {describe_ep(ep)}: importing its entry point ({ep.value}) "
+                f"raised {exc_line(exc)}, so its activate() was never called. Platform "
+                f"selection aborts {when}."
             ),
+            fix=(
+                f"Fix or reinstall {dist} (pip install --force-reinstall {dist}), or uninstall "
+                "it; the entry point's module must import on any machine, with or without its "
+                "hardware."
+            ),
+            group=group,
+            plugin=ep.name,
+            distributions=(ep_dist(ep),),
+            traceback=_tb(exc),
+        )
+    return Finding(
+        code="platform-activation-failed",
+        severity=severity,
+        message=(
+            f"Platform plugin {describe_ep(ep)}: activate() raised {exc_line(exc)}. "
+            f"Platform selection aborts {when}."
+        ),
+        fix=(
+            f"Fix or uninstall {dist}; activate() must return None when its hardware is absent, "
+            "never raise."
+        ),
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        traceback=_tb(exc),
+    )
+
+
+def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool) -> _Activation:
+    """Import one platform entry point, call its ``activate()`` and validate the class it names,
+    catching whatever they raise.
+
+    All of it runs as cardcage's selection runs it (``_activating_context``), so plugin code
+    asking ``cardcage.platforms.host.platform_host()`` learns that cardcage is the host.
+    """
+    from cardcage.hooks.errors import TargetsSGLangError
+    from cardcage.platforms.errors import PlatformError
+    from cardcage.platforms.selection import _activating_context, load_platform_class
+
+    group = policy.profile.platform_group
+    severity: Severity = "error" if considered else "warning"
+    when = "at startup" if considered else "if it is selected"
+    failure: tuple[str, BaseException] | None = None
+    result: object = None
+    with _activating_context(ep):
+        try:
+            callback = ep.load()
+        except (Exception, SystemExit) as exc:
+            failure = ("import", exc)
+        else:
+            try:
+                result = callback()  # type: ignore[operator]
+            except (Exception, SystemExit) as exc:
+                failure = ("activate", exc)
+    if failure is not None:
+        return _Activation(
+            ep, considered, finding=_activation_failed(policy, ep, considered, *failure)
         )
     if result is None:
         return _Activation(ep, considered)
@@ -310,13 +404,20 @@ def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: boo
         )
     qualname = result.strip()
     try:
-        load_platform_class(policy, qualname, ep)
+        with _activating_context(ep):
+            load_platform_class(policy, qualname, ep)
     except PlatformError as exc:
-        return _Activation(
-            ep,
-            considered,
-            qualname,
-            Finding(
+        if isinstance(exc, TargetsSGLangError):
+            finding = _sglang_finding(
+                severity,
+                f"{exc.problem} Platform selection aborts {when}.",
+                exc.fix,
+                group,
+                ep,
+                exc,
+            )
+        else:
+            finding = Finding(
                 code="invalid-platform-class",
                 severity=severity,
                 message=f"{exc} Platform selection aborts {when}.",
@@ -330,13 +431,26 @@ def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: boo
                 plugin=ep.name,
                 distributions=(ep_dist(ep),),
                 traceback=_tb(exc),
-            ),
-        )
+            )
+        return _Activation(ep, considered, qualname, finding)
     return _Activation(ep, considered, qualname)
 
 
-def _check_platforms(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) -> list[Finding]:
-    """Activate every platform entry point; report raising ones and ambiguous automatic picks."""
+#: The selection a runtime would make is not known (startup fails before plugins load, or
+#: several platforms activate): general plugins are checked as if none were excluded.
+_UNKNOWN: Any = object()
+
+
+def _check_platforms(
+    policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]
+) -> tuple[list[Finding], PlatformChoice | None]:
+    """Activate every platform entry point; report raising ones and ambiguous automatic picks.
+
+    Also returns the platform startup would select, as the general-plugin loader sees it
+    (``_UNKNOWN`` when startup would fail before loading general plugins).
+    """
+    from cardcage.hooks.loader import PlatformChoice
+
     profile = policy.profile
     selector = selector_value(profile)
     allowed = allowlist_value(profile) if policy.allowlist_filters_automatic else None
@@ -387,51 +501,230 @@ def _check_platforms(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...])
                 distributions=tuple(ep_dist(r.ep) for r in activated),
             )
         )
-    return findings
+    choice: PlatformChoice | None = _UNKNOWN
+    if selector:
+        match = next((r.ep for r in results if r.ep.name == selector), None)
+        if match is not None:
+            choice = PlatformChoice(selector, match.dist_name, f"{profile.selector_env}={selector}")
+        else:
+            builtin = policy.aliases().get(selector.casefold())
+            if builtin is not None and builtin.explicit_allowed:
+                choice = PlatformChoice(None, None, f"{profile.selector_env}={selector}")
+    elif not any(r.considered and r.qualname is None and r.finding is not None for r in results):
+        # No activate() failed (a bad class still says which platform startup means to use).
+        if len(activated) == 1:
+            ep = activated[0].ep
+            choice = PlatformChoice(ep.name, ep.dist_name, "automatic platform selection")
+        elif not activated:
+            choice = PlatformChoice(None, None, "automatic platform selection")
+    return findings, choice
 
 
-def _check_imports(group: str, eps: tuple[PluginEntryPoint, ...]) -> list[Finding]:
-    """Import every general plugin in this process; report the ones that fail or are unusable."""
+class _Startup:
+    """What startup would do with one runtime's general plugins, as far as doctor can tell."""
+
+    def __init__(
+        self,
+        profile: RuntimeProfile,
+        choice: PlatformChoice | None,
+        registry: type[BaseHookRegistry] | None,
+        snapshot: EntryPointSnapshot,
+    ) -> None:
+        from cardcage.hooks.loader import excluded_distributions
+
+        self.profile = profile
+        self.choice = choice
+        self.registry = registry
+        self.allowed = allowlist_value(profile)
+        self.known = choice is not _UNKNOWN
+        self.excluded: set[str] = set()
+        self.selected_dist: str | None = None
+        if self.known:
+            self.excluded = {
+                normalize(d) for d in excluded_distributions(choice, profile, snapshot)
+            }
+            if choice is not None and choice.dist_name:
+                self.selected_dist = normalize(choice.dist_name)
+
+    def fate(self, ep: PluginEntryPoint) -> str:
+        """``not-allowed``, ``excluded``, ``fatal`` (ships with the selected platform),
+        ``loads`` (best effort), or ``unknown`` (the selection is not known)."""
+        if self.allowed is not None and ep.name not in self.allowed:
+            return "not-allowed"
+        if not self.known:
+            return "unknown"
+        dist = normalize(ep.dist_name) if ep.dist_name else None
+        if dist is not None and dist in self.excluded:
+            return "excluded"
+        if dist is not None and dist == self.selected_dist:
+            return "fatal"
+        return "loads"
+
+    def runs_register(self, fate: str) -> bool:
+        """Whether startup calls the plugin's ``register()`` (so doctor does too)."""
+        return self.registry is not None and fate in ("loads", "fatal")
+
+
+def _consequence(startup: _Startup | None, ep: PluginEntryPoint, fate: str) -> tuple[Severity, str]:
+    """The severity of a problem with general plugin ``ep``, and what it does at startup."""
+    if startup is not None and fate == "not-allowed":
+        return (
+            "warning",
+            f"Startup skips it while {startup.profile.allowlist_env} leaves it out; it breaks "
+            "once it is allowed.",
+        )
+    if startup is not None and fate == "excluded":
+        reason = startup.choice.reason if startup.choice is not None else "the selection"
+        return (
+            "info",
+            f"Startup never imports it: {ep.dist_name} provides a platform entry point but not "
+            f"the selected platform ({reason}), so its general plugins are excluded. It matters "
+            "only once that distribution's platform is selected.",
+        )
+    if fate == "fatal":
+        return ("error", "It ships with the selected platform, so load_plugins() aborts startup.")
+    if fate == "loads":
+        return ("error", "load_plugins() logs it and skips it at startup.")
+    return (
+        "error",
+        "load_plugins() skips it (or aborts startup if it ships with the selected platform).",
+    )
+
+
+def _check_general(
+    group: str, eps: tuple[PluginEntryPoint, ...], startup: _Startup | None
+) -> list[Finding]:
+    """Import every general plugin in this process; call ``register()`` of those startup calls.
+
+    Hooks a plugin registers (at import time or in ``register()``) are counted, then discarded:
+    doctor never applies them, and a later load_plugins() in the same process would double
+    them. Problems of plugins that startup never imports (the general plugins of platform
+    distributions that were not selected) are info; of plugins the allowlist leaves out,
+    warnings.
+    """
     from cardcage.hooks.registry import HookRegistry, HookSource, plugin_source
 
+    fates = {ep: startup.fate(ep) if startup is not None else "unknown" for ep in eps}
+    # A duplicate name among the plugins startup loads stops load_plugins() before any import
+    # (reported as duplicate-entry-point): then no register() runs at startup, nor here.
+    running = [ep.name for ep in eps if startup is not None and startup.runs_register(fates[ep])]
+    blocked = len(running) != len(set(running))
     findings = []
     for ep in eps:
+        fate = fates[ep]
         source = HookSource(ep.name, ep.dist_name)
-        problem: str | None = None
-        trace: str | None = None
+        problem: BaseException | str | None = None
+        registering = False
         try:
             with plugin_source(source):
                 callback = ep.load()
         except (Exception, SystemExit) as exc:
-            problem, trace = f"failed to import: {exc_line(exc)}", _tb(exc)
+            problem = exc
         else:
             if not callable(callback):
                 problem = f"names {type(callback).__name__} {callback!r:.60}, which is not callable"
-        # Hooks registered at import time stay out of this process's registry: doctor never
-        # applies them, and a later load_plugins() in the same process would double them.
-        HookRegistry.discard_source(source)
-        if problem is None:
-            continue
-        findings.append(
-            Finding(
-                code="plugin-import-failed",
-                severity="error",
-                message=(
-                    f"General plugin {describe_ep(ep)} in group {group!r} ({ep.value}) {problem}. "
-                    "load_plugins() skips it (or aborts startup if it ships with the selected "
-                    "platform)."
-                ),
-                fix=(
-                    f"Fix or reinstall {ep.dist_name or 'its distribution'} (pip install "
-                    f"--force-reinstall {ep.dist_name or '<distribution>'}), or uninstall it."
-                ),
-                group=group,
-                plugin=ep.name,
-                distributions=(ep_dist(ep),),
-                traceback=trace,
-            )
+            elif startup is not None and startup.runs_register(fate) and not blocked:
+                registering = True
+                try:
+                    with plugin_source(source):
+                        callback()
+                except (Exception, SystemExit) as exc:
+                    problem = exc
+        registries = dict.fromkeys(
+            [startup.registry if startup is not None else None, HookRegistry]
         )
+        dropped = {r: r.discard_source(source) for r in registries if r is not None}
+        if problem is not None:
+            findings.append(_general_problem(group, ep, startup, fate, problem, registering))
+            continue
+        # register() ran and succeeded: if it registered nothing, that is worth knowing.
+        ran = startup if registering else None
+        if ran is not None and ran.registry is not None and dropped[ran.registry] == 0:
+            findings.append(_no_hooks(group, ep, ran.profile, ran.registry))
     return findings
+
+
+def _general_problem(
+    group: str,
+    ep: PluginEntryPoint,
+    startup: _Startup | None,
+    fate: str,
+    problem: BaseException | str,
+    registering: bool,
+) -> Finding:
+    """A general plugin that failed to import (``registering`` False) or in ``register()``."""
+    from cardcage.hooks.errors import (
+        missing_sglang_module,
+        targets_sglang_fix,
+        targets_sglang_problem,
+    )
+
+    severity, consequence = _consequence(startup, ep, fate)
+    subject = f"General plugin {describe_ep(ep)} in group {group!r}"
+    dist = ep.dist_name or "<distribution>"
+    if isinstance(problem, BaseException):
+        sglang_module = missing_sglang_module(problem)
+        if sglang_module is not None:
+            step = "its register()" if registering else f"importing it ({ep.value})"
+            return _sglang_finding(
+                severity,
+                f"{targets_sglang_problem(subject, step, sglang_module, problem)} {consequence}",
+                f"{targets_sglang_fix()}; or uninstall {dist}.",
+                group,
+                ep,
+                problem,
+            )
+        what = (
+            f"raised {exc_line(problem)} in register()"
+            if registering
+            else (f"failed to import: {exc_line(problem)}")
+        )
+    else:
+        what = problem
+    return Finding(
+        code="plugin-register-failed" if registering else "plugin-import-failed",
+        severity=severity,
+        message=f"{subject} ({ep.value}) {what}. {consequence}",
+        fix=(
+            f"Fix register() in {dist} (the hooks it registered before raising are discarded), "
+            "or uninstall it."
+            if registering
+            else f"Fix or reinstall {dist} (pip install --force-reinstall {dist}), or uninstall it."
+        ),
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        traceback=_tb(problem) if isinstance(problem, BaseException) else None,
+    )
+
+
+def _no_hooks(
+    group: str, ep: PluginEntryPoint, profile: RuntimeProfile, registry: type[BaseHookRegistry]
+) -> Finding:
+    """A general plugin whose ``register()`` ran and registered nothing: info, not a problem."""
+    from cardcage.hooks.errors import SGLANG_PORTING_GUIDE
+
+    name = f"{registry.__module__}.{registry.__qualname__}"
+    return Finding(
+        code="plugin-registered-no-hooks",
+        severity="info",
+        message=(
+            f"General plugin {describe_ep(ep)} in group {group!r} ({ep.value}): executed, 0 "
+            f"hooks registered. Its register() ran without error and registered no hook with "
+            f"{name}, the {profile.name} runtime's registry, so under cardcage it changes nothing "
+            "through hooks. That is expected of a plugin that only has side effects (registering "
+            "an op, setting defaults); a plugin written for SGLang's own runtime registers with "
+            "SGLang's registry, which cardcage never applies."
+        ),
+        fix=(
+            f"Nothing, if that is what the plugin means to do. To hook a function under "
+            f"cardcage, register the hook with {name} in register(); to port a plugin written "
+            f"for SGLang, follow the porting guide ({SGLANG_PORTING_GUIDE})."
+        ),
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+    )
 
 
 def _check_env_vars() -> list[Finding]:
@@ -468,6 +761,18 @@ def _runtime_broken(dist: str, profile: RuntimeProfile, exc: BaseException) -> F
     )
 
 
+def _registry(profile: RuntimeProfile) -> type[BaseHookRegistry] | None:
+    """The hook registry of ``profile``'s runtime; None when it cannot be imported (doctor then
+    imports that runtime's general plugins without calling their ``register()``)."""
+    ref = runtime_selection(profile)
+    if ref is None:
+        return None
+    try:
+        return ref.load_registry()
+    except Exception:
+        return None
+
+
 def run_doctor() -> DoctorReport:
     """Every check, in the order a reader would want them: names, variables, platforms, imports.
 
@@ -498,15 +803,19 @@ def run_doctor() -> DoctorReport:
     first_per_allowlist = {p.allowlist_env: p for p in reversed(profiles)}  # one report each
     for profile in first_per_allowlist.values():
         findings.extend(_check_allowlist(profile, snapshot))
+    startups: dict[str, _Startup] = {}
     for policy in policies:
-        platform_eps = snapshot.group(policy.profile.platform_group)
+        profile = policy.profile
+        platform_eps = snapshot.group(profile.platform_group)
         findings.extend(_check_selector(policy, platform_eps))
-        findings.extend(_check_platforms(policy, platform_eps))
+        platform_findings, choice = _check_platforms(policy, platform_eps)
+        findings.extend(platform_findings)
+        startups[profile.plugin_group] = _Startup(profile, choice, _registry(profile), snapshot)
     for group in groups:
         role = roles.get(group)
         kind = role[1] if role is not None else kind_of_unknown_group(group)
         if kind == "general":
-            findings.extend(_check_imports(group, snapshot.group(group)))
+            findings.extend(_check_general(group, snapshot.group(group), startups.get(group)))
     return DoctorReport(
         profiles=tuple(p.name for p in profiles),
         groups=tuple(groups),
