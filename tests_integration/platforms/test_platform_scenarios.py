@@ -168,7 +168,16 @@ def test_doctor_strict_fails_on_two_activatable_platforms_and_passes_once_one_is
 
 # -- exclusion of unselected platform distributions ---------------------------------------------
 
-ALL_VENDORS = ["demo-cpu", "demo-cuda", "cc-plat-always-b", "cc-plat-multi"]
+#: cc-plat-sglang-native is written for SGLang itself and SGLang is not installed here: it is in
+#: every "all vendors" case to show that, unselected, it changes nothing (its platform declines
+#: unless asked for, and its general plugin is never imported).
+ALL_VENDORS = [
+    "demo-cpu",
+    "demo-cuda",
+    "cc-plat-always-b",
+    "cc-plat-multi",
+    "cc-plat-sglang-native",
+]
 
 
 def _vendor_modules(report: dict[str, Any], prefix: str) -> list[str]:
@@ -180,16 +189,24 @@ def test_explicit_selection_never_imports_other_platform_distributions_plugins()
     assert report["device_name"] == "always_b"
     assert report["plugins"]["always_b_hooks"] == "executed"
     assert "cc_plat_always_b.heavy" in report["modules"]
-    for other in ("cardcage_demo_cpu.hooks", "cardcage_demo_cuda.hooks", "cc_plat_multi"):
+    for other in (
+        "cardcage_demo_cpu.hooks",
+        "cardcage_demo_cuda.hooks",
+        "cc_plat_multi",
+        "cc_plat_sglang_native",
+    ):
         assert not _vendor_modules(report, other), report["modules"]
 
 
 def test_automatic_selection_excludes_the_platform_distributions_that_did_not_activate() -> None:
-    report = start(["demo-cpu", "demo-cuda", "cc-plat-always-b"])
+    report = start(["demo-cpu", "demo-cuda", "cc-plat-always-b", "cc-plat-sglang-native"])
     assert report["device_name"] == "always_b"
     assert report["plugins"]["demo_cpu"] == "excluded"
+    assert report["plugins"]["sglang_native_hooks"] == "excluded"
     assert not _vendor_modules(report, "cardcage_demo_cpu.hooks")
     assert not _vendor_modules(report, "cardcage_demo_cuda.hooks")
+    # Its activate() ran (and declined); neither its SGLang class nor its plugin was imported.
+    assert _vendor_modules(report, "cc_plat_sglang_native") == ["cc_plat_sglang_native"]
     assert report["greet"] == "hello ada [always_b]"
 
 
@@ -237,3 +254,113 @@ def test_the_allowlist_can_disable_every_general_plugin_including_the_platforms(
     assert "load_error" not in report
     assert set(report["plugins"].values()) == {"not-allowed"}
     assert report["greet"] == "hello ada"
+
+
+# -- a plugin written for SGLang itself, hosted by cardcage without SGLang installed -----------
+
+SGLANG_NATIVE = "cc-plat-sglang-native"
+
+
+def _assert_targets_sglang(error: dict[str, Any]) -> None:
+    """The error says the plugin targets SGLang's runtime, why, and both ways out."""
+    message = error["message"]
+    assert error["distribution"] == SGLANG_NATIVE
+    assert "'sglang_native' (cc-plat-sglang-native) targets SGLang's runtime" in message
+    assert "No module named 'sglang'" in message
+    assert "has no attribute" not in message  # what pkgutil.resolve_name used to report
+    assert "install SGLang (pip install sglang) and start SGLang's own runtime" in message
+    assert "the porting guide: docs/platforms/porting.md" in message
+    assert {"InvalidPlatformClassError", "TargetsSGLangError", "TypeError"} <= set(error["bases"])
+    assert error["cause"] == "ModuleNotFoundError"
+
+
+def test_sglang_is_not_installed_in_the_scenario_environment() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import sglang"], env=_env([SGLANG_NATIVE], {}), check=False
+    )
+    assert done.returncode != 0
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [{"SGLANG_PLATFORM": "sglang_native"}, {"CC_SGLANG_NATIVE": "1"}],
+    ids=["explicit", "automatic"],
+)
+def test_selecting_a_platform_written_for_sglang_says_it_targets_sglangs_runtime(
+    selection: dict[str, str],
+) -> None:
+    report = start([SGLANG_NATIVE, "demo-cpu"], **selection)
+
+    error = report["error"]
+    assert error["type"] == "SGLangPlatformClassError"
+    _assert_targets_sglang(error)
+    assert "cc_plat_sglang_native.platform.NativeSRTPlatform" in error["message"]
+    assert "cc_plat_sglang_native.hooks" not in report["modules"]
+
+
+def test_cardcage_platform_shows_the_sglang_cause_and_fix() -> None:
+    done = cardcage([SGLANG_NATIVE], "platform", "--json", SGLANG_PLATFORM="sglang_native")
+
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, load_schema("platform"))
+    (srt,) = [r for r in document.get("runtimes", [document]) if r.get("runtime", "srt") == "srt"]
+    error = srt["error"]
+    assert error["type"] == "SGLangPlatformClassError"
+    assert error["cause"] == "ModuleNotFoundError: No module named 'sglang'"
+    assert "targets SGLang's runtime" in error["message"]
+    assert "docs/platforms/porting.md" in error["message"]
+
+
+def _doctor(sites: list[str], **extra: str) -> tuple[int, dict[str, Any]]:
+    done = cardcage(sites, "doctor", "--strict", "--json", **extra)
+    document = json.loads(done.stdout)
+    jsonschema.validate(document, load_schema("doctor"))
+    return done.returncode, document
+
+
+def test_doctor_reports_the_selected_sglang_plugin_as_targeting_sglangs_runtime() -> None:
+    code, document = _doctor([SGLANG_NATIVE], SGLANG_PLATFORM="sglang_native")
+
+    assert code == 1
+    found = {f["plugin"]: f for f in document["findings"]}
+    assert set(found) == {"sglang_native", "sglang_native_hooks"}
+    for finding in found.values():
+        assert (finding["code"], finding["severity"]) == ("plugin-targets-sglang", "error")
+        assert finding["distributions"] == [{"name": SGLANG_NATIVE, "version": "0.1.0"}]
+        assert "No module named 'sglang'" in finding["message"]
+        assert "pip install sglang" in finding["fix"]
+        assert "docs/platforms/porting.md" in finding["fix"]
+    assert "ships with the selected platform" in found["sglang_native_hooks"]["message"]
+
+
+@pytest.mark.parametrize(
+    "sites",
+    [[SGLANG_NATIVE], [SGLANG_NATIVE, "demo-cpu"], [SGLANG_NATIVE, "cc-plat-always-a"]],
+    ids=["alone", "with-demo-cpu", "with-always-a"],
+)
+def test_doctor_strict_passes_while_the_sglang_plugin_is_not_selected(sites: list[str]) -> None:
+    code, document = _doctor(sites, CARDCAGE_DEMO_CPU="1")
+
+    assert code == 0, document
+    (finding,) = [f for f in document["findings"] if f["code"] == "plugin-targets-sglang"]
+    assert (finding["plugin"], finding["severity"]) == ("sglang_native_hooks", "info")
+    assert "Startup never imports it" in finding["message"]
+    assert {f["severity"] for f in document["findings"]} == {"info"}
+
+
+def test_with_the_sglang_plugin_installed_demo_cpu_still_starts_and_hooks() -> None:
+    report = start(["demo-cpu", SGLANG_NATIVE], CARDCAGE_DEMO_CPU="1")
+    assert report["platform"] == "cardcage_demo_cpu.platform.DemoCpuSRTPlatform"
+    assert report["plugins"]["demo_cpu"] == "executed"
+    assert report["plugins"]["sglang_native_hooks"] == "excluded"
+    assert report["demo_cpu_platform_calls"] >= 1
+    assert "cc_plat_sglang_native.hooks" not in report["modules"]
+
+
+def test_with_the_sglang_plugin_installed_a_failure_policy_case_is_unchanged() -> None:
+    report = start(["cc-plat-always-a", "cc-fixture-broken", SGLANG_NATIVE])
+    assert "load_error" not in report
+    assert report["plugins"]["broken"] == "failed-register"
+    assert report["plugins"]["sglang_native_hooks"] == "excluded"
+    assert report["greet"] == "hello ada [always_a]"
