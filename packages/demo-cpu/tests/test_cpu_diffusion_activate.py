@@ -104,13 +104,14 @@ def test_importing_and_activating_imports_no_torch_runtime_or_platform() -> None
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == PLATFORM_QUALNAME
-    # The host check (cardcage.platforms.host) is the only platform-side module it may import.
-    assert imported == [
+    # The host check (cardcage.platforms.host) is the only platform-side module it may import
+    # (a set: a renamed copy of this template sorts its own modules elsewhere).
+    assert set(imported) == {
         "cardcage.platforms",
         "cardcage.platforms.host",
         "cardcage_demo_cpu.diffusion",
         "cardcage_demo_cpu.envs",
-    ]
+    }
 
 
 def test_the_hook_plugin_module_imports_without_the_diffusion_runtime() -> None:

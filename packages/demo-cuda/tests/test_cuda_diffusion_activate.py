@@ -104,13 +104,14 @@ def test_activate_imports_no_torch_and_no_runtime() -> None:
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == (PLATFORM_QUALNAME if NVIDIA_GPU else None)
-    # The host check (cardcage.platforms.host) is the only platform-side module it may import.
-    assert imported == [
+    # The host check (cardcage.platforms.host) is the only platform-side module it may import
+    # (a set: a renamed copy of this template sorts its own modules elsewhere).
+    assert set(imported) == {
         "cardcage.platforms",
         "cardcage.platforms.host",
         "cardcage_demo_cuda._nvml",
         "cardcage_demo_cuda.diffusion",
-    ]
+    }
 
 
 def test_the_hook_plugin_module_imports_without_the_diffusion_runtime() -> None:
