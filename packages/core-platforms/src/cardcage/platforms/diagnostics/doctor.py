@@ -779,7 +779,10 @@ def run_doctor() -> DoctorReport:
     Platform checks run for every installed runtime whose selection policy is known (SRT, and
     diffusion once cardcage-diffusion-runtime is installed), each with that runtime's policy:
     its built-in aliases, the aliases its selector accepts, whether its allowlist filters
-    automatic discovery. Name and import checks cover every watched group.
+    automatic discovery. Name and import checks cover every watched group. What the platform
+    checks find out about the selection (which distribution startup would select, if any)
+    decides, per runtime, which general plugins startup would exclude, skip or run: doctor calls
+    ``register()`` only of those it would run, and grades the problems of the others lower.
     """
     snapshot = current_snapshot()
     profiles = runtime_profiles()
