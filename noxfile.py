@@ -42,11 +42,35 @@ JSONSCHEMA = "jsonschema==4.26.0"
 # pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 PYZMQ = "pyzmq==27.3.0"
-NUMPY = "numpy==2.4.6"  # only for the shm test of protocol-5 buffers from numpy arrays
-ANCHOR_VERSION = "0.5.23"  # the SGLang release the benchmarks compare against
+NUMPY = "numpy==2.4.6"  # the shm test of protocol-5 buffers from numpy arrays; SGLang imports it
+# The SGLang release the benchmarks compare against and scenario-sglang hosts our plugins in.
+ANCHOR_VERSION = "0.5.23"
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
 DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS]
+# SGLang's wheel goes in with --no-deps: its metadata asks for torch==2.14.1 and the whole GPU
+# serving stack. These are what its import path needs on CPU: `import sglang` (which resolves SRT's
+# current_platform), both platform selections, both plugin loaders and the functions the scenario
+# calls. Each was proven needed by uninstalling it and importing. pip then warns that sglang's
+# other requirements are missing and that it wants another torch: harmless here.
+SGLANG_HOST_PINS = [
+    TORCH,  # everywhere; 2.13.0 CPU works although sglang's metadata asks for 2.14.1
+    NUMPY,  # sglang.srt.utils.common, reached by `import sglang` (via srt.utils)
+    "orjson==3.13.0",  # sglang.srt.utils.common
+    "psutil==7.2.2",  # sglang.srt.utils.common
+    "pybase64==1.5.1",  # sglang.srt.utils.common
+    "requests==2.34.2",  # sglang.srt.utils.common
+    "triton==3.9.0",  # sglang.srt.utils.common (imported unconditionally, even on CPU)
+    "packaging==26.4",  # sglang.srt.utils.common (packaging.version)
+    "pillow==13.0.0",  # sglang.srt.utils.common (PIL.Image)
+    "starlette==1.10.0",  # sglang.srt.utils.common (starlette.routing)
+    "msgspec==0.23.0",  # sglang.srt.platforms.interface: PlatformCapabilities is a msgspec Struct
+    "pydantic==2.14.4",  # sglang.utils; its pydantic-core for sglang.srt.utils.msgspec_utils
+    PYZMQ,  # sglang.srt.utils.network (zmq)
+    "tqdm==4.70.1",  # sglang.lang.interpreter, reached by `import sglang`
+    "ipython==9.18.1",  # sglang.utils (IPython.display), reached by `import sglang`
+    "aiohttp==3.14.5",  # sglang.lang.backend.runtime_endpoint, imported by sglang/__init__.py
+]
 
 
 SessionFunc = Callable[[nox.Session], None]
@@ -328,6 +352,35 @@ def scenario_diffusion(session: nox.Session) -> None:
     sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *DIFFUSION_PINS)
     session.run(
         "pytest", "tests_integration/diffusion", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites)},
+    )  # fmt: skip
+
+
+@session(name="scenario-sglang", python=PYTHON)
+def scenario_sglang(session: nox.Session) -> None:
+    """SGLang 0.5.23's own selection and plugin loaders over our wheels (DESIGN §8).
+
+    SGLang goes into the venv from PyPI with ``--no-deps``, plus ``SGLANG_HOST_PINS``; no SGLang
+    module is stubbed. The core and the diffusion runtime go into the venv too; each vendor
+    (demo-cpu, demo-cuda, the SGLang-native fixture) into its own ``--target`` site under
+    ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH, as in ``scenario-platforms``.
+    """
+    vendors = [
+        PACKAGES / "demo-cpu",
+        PACKAGES / "demo-cuda",
+        FIXTURES / "platforms" / "cc-plat-sglang-native",
+    ]
+    core = [
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    ]
+    session.install("--no-deps", f"sglang=={ANCHOR_VERSION}")
+    pins = dict.fromkeys([*SGLANG_HOST_PINS, *DIFFUSION_PINS])  # one resolve, no duplicates
+    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *pins)
+    session.run(
+        "pytest", "tests_integration/sglang", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
     )  # fmt: skip
 
