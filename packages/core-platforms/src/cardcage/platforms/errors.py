@@ -91,7 +91,8 @@ class PlatformUnavailableError(PlatformError, RuntimeError):
 
 
 class PlatformActivationError(PlatformError, RuntimeError):
-    """A platform plugin's ``activate()`` raised, or returned something other than str/None.
+    """A platform plugin's entry point could not be imported, its ``activate()`` raised, or it
+    returned something other than str/None.
 
     Startup aborts: falling back to a built-in would run work on the wrong hardware.
     """

@@ -1,0 +1,168 @@
+"""The vendor tutorial (docs/platforms/vendor-plugin.md) works as written, outside nox.
+
+A new vendor engineer follows the page on a fresh machine: copies demo-cpu, renames it, installs
+it with the core packages from the repository's sibling folders (no package index has them),
+runs its tests and asks ``cardcage platform``. These tests do exactly that, with the page's own
+text as the script:
+
+* every ``console`` block that follows a ``<!-- tutorial-run -->`` marker is run, in page order,
+  in one bash shell (so ``cd`` and ``. .venv/bin/activate`` carry over), with ``set -e``: every
+  command must succeed; the lines the page shows under a command must appear in its output;
+* the file tree that follows ``<!-- tutorial-tree: packages/<dist> -->`` must list exactly the
+  files of that package's ``src/`` and the top-level files next to it.
+
+The shell starts in a copy of the repository's ``packages/`` folder (``$CC_REPO_ROOT``), outside
+any virtual environment, with ``python3`` from the machine's ``PATH``: the page's first command
+makes the environment. Run by ``nox -s tutorial``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(os.environ.get("CC_REPO_ROOT", Path(__file__).resolve().parents[2]))
+PAGE = REPO / "docs" / "platforms" / "vendor-plugin.md"
+RUN_MARKER = "<!-- tutorial-run -->"
+TREE_MARKER = re.compile(r"<!-- tutorial-tree: (?P<package>\S+) -->")
+TREE_LINE = re.compile(r"^(?P<indent>(?:│   |    )*)(?:├── |└── )(?P<name>[^#]+?)\s*(?:#.*)?$")
+
+
+@dataclass
+class Command:
+    text: str
+    expected: list[str] = field(default_factory=list)
+
+
+def _blocks_after(page: str, marker: str) -> list[str]:
+    """The fenced blocks that directly follow each ``marker`` line, in page order."""
+    blocks = []
+    lines = page.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() != marker:
+            continue
+        fence = lines[index + 1]
+        assert fence.startswith("```"), f"{marker} must be followed by a fenced block: {fence!r}"
+        end = lines.index("```", index + 2)
+        blocks.append("\n".join(lines[index + 2 : end]))
+    return blocks
+
+
+def tutorial_commands(page: str) -> list[Command]:
+    """``$ `` lines (joined across trailing backslashes) with the output lines under each."""
+    commands: list[Command] = []
+    for block in _blocks_after(page, RUN_MARKER):
+        continuing = False
+        for line in block.splitlines():
+            if continuing:
+                commands[-1].text += "\n" + line
+            elif line.startswith("$ "):
+                commands.append(Command(line[2:]))
+            elif line.strip():
+                assert commands, f"output line before any command: {line!r}"
+                commands[-1].expected.append(line.strip())
+            continuing = line.endswith("\\") and (line.startswith("$ ") or continuing)
+    return commands
+
+
+def test_the_page_has_the_commands_a_new_vendor_runs() -> None:
+    texts = [c.text for c in tutorial_commands(PAGE.read_text(encoding="utf-8"))]
+
+    assert texts[0].startswith("python3 -m venv")
+    assert any(t.startswith("cp -r packages/demo-cpu ") for t in texts)
+    assert any("../packages/core-platforms" in t for t in texts)
+    assert "pytest tests" in texts
+
+
+def _tree_paths(block: str) -> set[str]:
+    """Relative paths in a ``tree``-style block (comments after ``#`` ignored)."""
+    paths: set[str] = set()
+    stack: list[str] = []
+    for line in block.splitlines()[1:]:  # the first line is the package folder itself
+        match = re.match(
+            r"^(?P<indent>(?:│   |    )*)(?:├── |└── )(?P<name>[^#]+?)\s*(?:#.*)?$", line
+        )
+        assert match, f"not a tree line: {line!r}"
+        depth = len(match["indent"]) // 4
+        name = match["name"]
+        del stack[depth:]
+        if name.endswith("/"):
+            stack.append(name.rstrip("/"))
+            paths.add("/".join([*stack]) + "/")
+        else:
+            paths.add("/".join([*stack, name]))
+    return paths
+
+
+def test_the_file_tree_on_the_page_is_the_template_package() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    trees = [
+        (match["package"], _blocks_after(page, match.group(0))[0])
+        for match in TREE_MARKER.finditer(page)
+    ]
+    assert trees, "the page shows no marked file tree"
+    for package, block in trees:
+        root = REPO / package
+        shown = _tree_paths(block)
+        actual = {p.name for p in root.iterdir() if p.is_file()}
+        actual |= {f"{p.name}/" for p in root.iterdir() if p.is_dir() and p.name != "src"}
+        for path in (root / "src").rglob("*"):
+            if "__pycache__" in path.parts:
+                continue
+            relative = path.relative_to(root).as_posix()
+            actual.add(f"{relative}/" if path.is_dir() else relative)
+
+        assert shown == actual, f"{package}: the page's tree differs from the package"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="the tutorial is written for bash")
+def test_the_tutorial_commands_run_as_written_on_a_fresh_copy(tmp_path: Path) -> None:
+    commands = tutorial_commands(PAGE.read_text(encoding="utf-8"))
+    workdir = tmp_path / "repo"
+    shutil.copytree(
+        REPO / "packages",
+        workdir / "packages",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"),
+    )
+    lines = ["set -euo pipefail"]
+    for number, command in enumerate(commands):
+        lines += [f"printf '\\n@@tutorial-command {number}@@\\n'", command.text]
+    script = tmp_path / "tutorial.sh"
+    script.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # A new user's shell: no virtual environment active, nothing of this test run on PATH.
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+    virtual_env = os.environ.get("VIRTUAL_ENV")
+    if virtual_env:
+        env["PATH"] = os.pathsep.join(
+            p for p in env["PATH"].split(os.pathsep) if not p.startswith(virtual_env)
+        )
+
+    done = subprocess.run(
+        ["bash", str(script)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+
+    outputs = re.split(r"\n@@tutorial-command (\d+)@@\n", "\n" + done.stdout)
+    by_command = {int(outputs[i]): outputs[i + 1] for i in range(1, len(outputs) - 1, 2)}
+    ran = len(by_command)
+    assert done.returncode == 0, (
+        f"tutorial command {ran - 1} failed ({commands[ran - 1].text!r}):\n"
+        f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    assert ran == len(commands)
+    for number, command in enumerate(commands):
+        for expected in command.expected:
+            assert expected in by_command[number], (
+                f"{command.text!r} did not print {expected!r}:\n{by_command[number][-2000:]}"
+            )
