@@ -198,6 +198,19 @@ def test_sglang_automatic_mode_runs_every_general_plugin_and_demo_cuda_stays_qui
     assert report["native_calls"] == ["get_device_memory_capacity"]
 
 
+@needs_no_gpu
+def test_in_sglang_automatic_mode_demo_cpu_hooks_nothing_when_another_platform_wins() -> None:
+    # SGLang selects the native fixture automatically and, excluding nothing, runs demo-cpu's
+    # general plugin too: its register() sees SGLang did not select demo-cpu and hooks nothing.
+    report = start(ALL_VENDORS, "import", "srt", "srt-load", CC_SGLANG_NATIVE="1")
+    srt, load = step(report, "srt"), step(report, "srt-load")
+    assert srt["class"] == "cc_plat_sglang_native.platform.NativeSRTPlatform"
+    assert load["excluded_dists"] == []
+    assert {"cardcage_demo_cpu.hooks", "cardcage_demo_cuda.hooks"} <= set(report["modules"])
+    sources = [h["source"] for hooks in load["hooks"].values() for h in hooks]
+    assert sources == [["sglang_native_hooks", NATIVE]]
+
+
 # -- cardcage's CLI says what SGLang does ------------------------------------------------------
 
 
