@@ -386,6 +386,19 @@ def scenario_sglang(session: nox.Session) -> None:
 
 
 @session(python=PYTHON)
+def tutorial(session: nox.Session) -> None:
+    """The vendor tutorial's commands, as written on its page, on a fresh copy of packages/.
+
+    The test makes its own virtual environment, the way the page tells a new vendor to (this
+    session's venv only holds pytest): it follows docs/platforms/vendor-plugin.md from ``python3
+    -m venv`` to ``cardcage platform``, installing the core from the sibling folders, and checks
+    the page's file tree against demo-cpu.
+    """
+    session.install(*PYTEST)
+    session.run("pytest", "tests_integration/tutorial", *session.posargs)
+
+
+@session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check over the whole repository."""
     session.install(RUFF)
