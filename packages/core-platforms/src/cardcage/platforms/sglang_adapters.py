@@ -76,10 +76,14 @@ def _decode(text: str) -> str:
     return "".join(out)
 
 
+def _attribute_name(qualname: str) -> str:
+    short = qualname.replace(":", ".").rsplit(".", 1)[-1]
+    return f"{short}{_SEPARATOR}{_encode(qualname.strip())}"
+
+
 def adapter_qualname(qualname: str) -> str:
     """The name under which SGLang resolves the adapter of the class ``qualname`` names."""
-    short = qualname.replace(":", ".").rsplit(".", 1)[-1]
-    return f"{__name__}:{short}{_SEPARATOR}{_encode(qualname.strip())}"
+    return f"{__name__}:{_attribute_name(qualname)}"
 
 
 def vendor_qualname(attribute: str) -> str:
@@ -201,9 +205,8 @@ def build_adapter(cls: type) -> type:
         namespace["capabilities"] = _MappedCapabilities(type(default), default, methods)
 
     adapter = type(cls.__name__, (cls, host_base), namespace)
-    adapter.__qualname__ = adapter_qualname(f"{cls.__module__}:{cls.__qualname__}").partition(":")[
-        2
-    ]
+    # What pickle looks up in this module: it decodes to the vendor class, in any process.
+    adapter.__qualname__ = _attribute_name(f"{cls.__module__}:{cls.__qualname__}")
     logger.debug(
         "Built the SGLang adapter of %s.%s on %s", cls.__module__, cls.__name__, host_qualname
     )
