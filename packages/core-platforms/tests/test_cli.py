@@ -19,6 +19,7 @@ import pytest
 from cli_support import (
     BROKEN_PLUGIN,
     DECLINING_PLATFORM,
+    GOOD_PLUGIN,
     HOOKING_PLUGIN,
     OOT_PLATFORM,
     PLATFORMS,
@@ -186,17 +187,79 @@ def test_plugins_list_reports_allowlist_selection_and_exclusion(site: Site) -> N
     assert document["profiles"][0]["allowlist"] == ["a_hooks", "b_hooks", "t_hooks"]
 
 
-def test_plugins_list_excludes_nothing_in_automatic_mode_and_filters_platforms(
+def _automatic_fixtures(site: Site) -> None:
+    """Two platform distributions with a general plugin each, and a plugin-only one; importing
+    any of their modules touches a marker."""
+    for dist, ep in (("vendor-a", "alpha"), ("vendor-b", "beta")):
+        module = f"ccfix_{ep}"
+        site.add(
+            dist,
+            entry_points={
+                PLATFORMS: {ep: f"{module}:activate"},
+                PLUGINS: {f"{ep}_hooks": f"{module}:register"},
+            },
+            modules={module: site.touching(ep, "def activate():\n    return None\n")},
+        )
+    site.add(
+        "tools",
+        entry_points={PLUGINS: {"t_hooks": "ccfix_tools:register"}},
+        modules={"ccfix_tools": site.touching("tools", GOOD_PLUGIN)},
+    )
+
+
+def test_plugins_list_shows_platform_dists_general_plugins_as_conditional_in_automatic_mode(
     site: Site,
 ) -> None:
-    site.add(
-        "vendor-a",
-        entry_points={PLATFORMS: {"alpha": "a_mod:activate"}, PLUGINS: {"a_hooks": "a_mod:reg"}},
-    )
-    site.add("vendor-b", entry_points={PLATFORMS: {"beta": "b_mod:activate"}})
-    document = _json(site, "plugins", "list", env={"SGLANG_PLUGINS": "a_hooks,alpha"})
-    status = {row["name"]: row["status"] for row in document["plugins"]}
-    assert status == {"alpha": "allowed", "beta": "not-allowed", "a_hooks": "allowed"}
+    _automatic_fixtures(site)
+
+    document = _json(site, "plugins", "list")
+
+    rows = {row["name"]: row for row in document["plugins"]}
+    status = {name: row["status"] for name, row in rows.items()}
+    assert status == {
+        "alpha": "allowed",
+        "beta": "allowed",
+        # Which platform activates decides whether these run; plugins list activates nothing.
+        "alpha_hooks": "conditional",
+        "beta_hooks": "conditional",
+        "t_hooks": "allowed",
+    }
+    detail = rows["alpha_hooks"]["detail"]
+    assert "runs only if vendor-a's platform ('alpha') is selected" in detail
+    assert "run cardcage platform" in detail
+    assert rows["t_hooks"]["detail"] == "imported and register() called by load_plugins()"
+    assert not any(site.marker(m).exists() for m in ("alpha", "beta", "tools")), "imported"
+    text = site.run("plugins", "list")
+    row = next(line for line in text.stdout.splitlines() if " alpha_hooks " in line).split()
+    assert row[:7] == ["srt", PLUGINS, "alpha_hooks", "general", "vendor-a", "1.0", "conditional"]
+
+
+def test_plugins_list_excludes_in_automatic_mode_what_the_allowlist_keeps_from_selection(
+    site: Site,
+) -> None:
+    # beta is not allowed, so automatic selection never activates it: vendor-b cannot supply
+    # the selected platform, and its general plugin is excluded whatever activates.
+    _automatic_fixtures(site)
+
+    env = {"SGLANG_PLUGINS": "alpha,alpha_hooks,beta_hooks,t_hooks"}
+    document = _json(site, "plugins", "list", env=env)
+
+    rows = {row["name"]: row for row in document["plugins"]}
+    assert {name: row["status"] for name, row in rows.items()} == {
+        "alpha": "allowed",
+        "beta": "not-allowed",
+        "alpha_hooks": "conditional",
+        "beta_hooks": "excluded",
+        "t_hooks": "allowed",
+    }
+    assert "automatic selection skips every one of them" in rows["beta_hooks"]["detail"]
+    # With the selector set, the metadata decides: the selected distribution's plugin runs.
+    explicit = _json(site, "plugins", "list", env={**env, "SGLANG_PLATFORM": "alpha"})
+    assert {r["name"]: r["status"] for r in explicit["plugins"] if r["kind"] == "general"} == {
+        "alpha_hooks": "allowed",
+        "beta_hooks": "excluded",
+        "t_hooks": "allowed",
+    }
 
 
 @without_diffusion

@@ -334,7 +334,8 @@ def excluded_dists(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> set
     """Distributions whose general plugins the loader skips, knowable without importing anything.
 
     Only an explicit selector is known from metadata; in automatic mode the selected platform is
-    known only after activation (``cardcage platform``), so nothing is reported as excluded.
+    known only after activation (``cardcage platform``), so nothing is returned here (``plugins
+    list`` shows the general plugins of platform distributions as ``conditional`` instead).
     """
     from cardcage.hooks.loader import PlatformChoice, excluded_distributions
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
-    from cardcage.hooks.snapshot import PluginEntryPoint
+    from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
 
 from ._common import (
     PluginKind,
@@ -24,6 +24,7 @@ from ._common import (
     excluded_dists,
     group_roles,
     kind_of_unknown_group,
+    normalize,
     runtime_distribution,
     runtime_profiles,
     runtime_selection,
@@ -57,7 +58,8 @@ class PluginRow:
     version: str | None
     location: str | None
     kind: PluginKind
-    status: str  # allowed | not-allowed | excluded | selected | not-selected | unused
+    #: allowed | conditional | not-allowed | excluded | selected | not-selected | unused
+    status: str
     detail: str
     #: The runtime profile whose group this is ("srt", "diffusion"), even when that runtime is
     #: not installed; None for a group no profile names.
@@ -102,20 +104,73 @@ def _platform_status(
     return "allowed", "activate() is called by automatic selection"
 
 
-def _general_status(
-    ep: PluginEntryPoint, profile: RuntimeProfile, excluded: set[str]
-) -> tuple[str, str]:
+@dataclass(frozen=True)
+class _GeneralRules:
+    """What decides a runtime's general-plugin statuses, read once per runtime."""
+
+    profile: RuntimeProfile
+    #: Explicit mode: the distributions excluded by the selector (known from metadata).
+    excluded: set[str]
+    #: ``{normalised distribution: its platform entry points automatic selection activates}``
+    #: for every distribution providing a platform entry point of this runtime.
+    platforms: dict[str, tuple[str, ...]]
+
+
+def _general_rules(
+    profile: RuntimeProfile, snapshot: EntryPointSnapshot, allowlist_filters: bool
+) -> _GeneralRules:
+    allowed = allowlist_value(profile) if allowlist_filters else None
+    platforms: dict[str, list[str]] = {}
+    for ep in snapshot.group(profile.platform_group):
+        if ep.dist_name is None:
+            continue
+        names = platforms.setdefault(normalize(ep.dist_name), [])
+        if allowed is None or ep.name in allowed:
+            names.append(ep.name)
+    return _GeneralRules(
+        profile,
+        excluded_dists(profile, snapshot),
+        {d: tuple(sorted(n)) for d, n in platforms.items()},
+    )
+
+
+def _general_status(ep: PluginEntryPoint, rules: _GeneralRules) -> tuple[str, str]:
+    """The loader's filters, in its order: allowlist, then platform-distribution exclusion.
+
+    In automatic mode the selected platform is known only once platforms are activated, which
+    this command never does: a general plugin of a distribution whose platform automatic
+    selection may pick is ``conditional``; of one whose platforms it never activates (the
+    allowlist leaves them all out), ``excluded``.
+    """
+    profile = rules.profile
     allowed = allowlist_value(profile)
     if allowed is not None and ep.name not in allowed:
         return "not-allowed", f"not in {profile.allowlist_env}"
-    if ep.dist_name is not None and ep.dist_name in excluded:
-        selector = selector_value(profile)
+    selector = selector_value(profile)
+    env = profile.selector_env
+    if selector:
+        if ep.dist_name is not None and ep.dist_name in rules.excluded:
+            return (
+                "excluded",
+                f"{ep.dist_name} provides a platform other than the one {env}={selector!r} selects",
+            )
+        return "allowed", "imported and register() called by load_plugins()"
+    activatable = rules.platforms.get(normalize(ep.dist_name)) if ep.dist_name else None
+    if activatable is None:
+        return "allowed", "imported and register() called by load_plugins()"
+    if not activatable:
         return (
             "excluded",
-            f"{ep.dist_name} provides a platform other than the one "
-            f"{profile.selector_env}={selector!r} selects",
+            f"{ep.dist_name} provides a platform, but automatic selection skips every one of "
+            f"them (not in {profile.allowlist_env}), so it cannot supply the selected platform",
         )
-    return "allowed", "imported and register() called by load_plugins()"
+    names = ", ".join(repr(n) for n in activatable)
+    return (
+        "conditional",
+        f"runs only if {ep.dist_name}'s platform ({names}) is selected (load_plugins() excludes "
+        "the general plugins of platform distributions that did not supply it); run cardcage "
+        "platform to see which one automatic selection picks",
+    )
 
 
 def _allowlist_filters_platforms(profile: RuntimeProfile) -> bool:
@@ -142,14 +197,16 @@ def collect_plugins(group: str | None = None) -> PluginsReport:
     """Every entry point of the runtimes' groups and of any other ``sglang.*`` group.
 
     Statuses come from metadata and the environment only (allowlist, selector, exclusion of
-    distributions providing an unselected platform); no plugin is imported.
+    distributions providing an unselected platform); no plugin is imported. In automatic mode a
+    general plugin of a platform distribution is ``conditional``: whether it runs depends on
+    which platform activates, which only ``cardcage platform`` (or doctor) finds out.
     """
     snapshot = current_snapshot()
     profiles = runtime_profiles()
     roles = group_roles(profiles)
     groups = [group] if group is not None else watched_groups(snapshot, profiles)
-    excluded = {p.name: excluded_dists(p, snapshot) for p in profiles}
     filters = {p.name: _allowlist_filters_platforms(p) for p in profiles}
+    rules = {p.name: _general_rules(p, snapshot, filters[p.name]) for p in profiles}
     owners = {g: p.name for p in defined_profiles() for g in (p.platform_group, p.plugin_group)}
     rows: list[PluginRow] = []
     for name in groups:
@@ -163,7 +220,7 @@ def collect_plugins(group: str | None = None) -> PluginsReport:
                 status, detail = _platform_status(ep, role[0], filters[role[0].name])
             else:
                 kind = "general"
-                status, detail = _general_status(ep, role[0], excluded[role[0].name])
+                status, detail = _general_status(ep, rules[role[0].name])
             dist = ep_dist(ep)
             rows.append(
                 PluginRow(
