@@ -482,6 +482,11 @@ def test_a_broken_diffusion_runtime_is_reported_not_a_crash(site: Site) -> None:
     (finding,) = _problems(doctor)
     assert finding["code"] == "runtime-import-failed"
     assert "pip install --force-reinstall cardcage-diffusion-runtime" in finding["fix"]
+    srt_startup, diffusion_startup = doctor["startup"]
+    assert (srt_startup["runtime"], srt_startup["known"]) == ("srt", True)
+    assert diffusion_startup["runtime"] == "diffusion"
+    assert (diffusion_startup["known"], diffusion_startup["selection_fails"]) == (False, True)
+    assert "its platform selection cannot be imported" in diffusion_startup["detail"]
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -1098,3 +1103,166 @@ with open({str(class_marker)!r}, "w") as out:
     assert _json(site, "doctor")["findings"] == []
     assert activate_marker.read_text(encoding="utf-8") == "Host.CARDCAGE"
     assert class_marker.read_text(encoding="utf-8") == "Host.CARDCAGE"
+
+
+# -- doctor: what startup would select and exclude --------------------------------------------
+
+
+def _startup(site: Site, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The SRT row of ``doctor --json``'s ``startup``."""
+    document = _json(site, "doctor", env=env)
+    (srt,) = document["startup"]  # no diffusion runtime here
+    assert srt["runtime"] == "srt"
+    assert srt["selector_env"] == "SGLANG_PLATFORM"
+    return srt  # type: ignore[no-any-return]
+
+
+def _acme_and_sleepy(site: Site) -> None:
+    """acme-accel activates a valid platform; sleepy-vendor declines and ships a general plugin;
+    tools-x is a plugin-only distribution (never excluded)."""
+    site.oot("acme-accel", "acme", version="2.1")
+    _vendor(site, "sleepy-vendor", "sleepy", DECLINING_PLATFORM, GOOD_PLUGIN)
+    site.plugin("tools-x", "xhooks", HOOKING_PLUGIN)
+
+
+ACME = {
+    "plugin": "acme",
+    "distribution": "acme-accel",
+    "version": "2.1",
+    "qualname": "ccfix_acme_accel_acme.FixturePlatform",
+}
+
+
+@pytest.mark.parametrize(
+    ("env", "mode"), [({"SGLANG_PLATFORM": "acme"}, "explicit"), ({}, "automatic")]
+)
+@without_diffusion
+def test_doctor_json_names_the_selected_plugin_and_the_excluded_distributions(
+    site: Site, env: dict[str, str], mode: str
+) -> None:
+    _acme_and_sleepy(site)
+
+    startup = _startup(site, env)
+
+    assert startup == {
+        "runtime": "srt",
+        "mode": mode,
+        "selector_env": "SGLANG_PLATFORM",
+        "selector": env.get("SGLANG_PLATFORM"),
+        "known": True,
+        "platform": ACME,
+        "builtin": None,
+        "selection_fails": False,
+        # cardcage's rule in both modes: every platform distribution but the selected one.
+        "excluded_distributions": ["sleepy-vendor"],
+        "detail": startup["detail"],
+    }
+    assert "platform plugin 'acme' (acme-accel 2.1)" in startup["detail"]
+    assert "the general plugins of sleepy-vendor are excluded" in startup["detail"]
+    # The same class `cardcage platform` names, from the same selection.
+    platform = _json(site, "platform", env=env)
+    assert platform["selection"]["platform"] == ACME["qualname"]
+    assert platform["selection"]["plugin"] == ACME["plugin"]
+
+
+@without_diffusion
+def test_doctor_text_says_what_startup_selects_and_excludes_per_runtime(site: Site) -> None:
+    _acme_and_sleepy(site)
+
+    result = site.run("doctor", env={"SGLANG_PLATFORM": "acme"})
+
+    assert result.returncode == 0, result
+    header, line, *_ = result.stdout.splitlines()
+    assert header.startswith("cardcage doctor: checked 4 entry point(s)")
+    assert line.startswith("SRT startup: ")  # right under the header, wrapped at 100
+    assert (
+        "SRT startup: SGLANG_PLATFORM='acme' selects platform plugin 'acme' (acme-accel 2.1); the "
+        "general plugins of sleepy-vendor are excluded."
+    ) in " ".join(result.stdout.split())
+
+
+@without_diffusion
+def test_doctor_json_says_a_builtin_is_selected_without_naming_a_plugin(site: Site) -> None:
+    site.platform("sleepy-vendor", "sleepy", DECLINING_PLATFORM)
+    site.plugin("tools-x", "xhooks", HOOKING_PLUGIN)
+
+    explicit = _startup(site, {"SGLANG_PLATFORM": "cpu"})
+    automatic = _startup(site)
+
+    assert (explicit["known"], explicit["platform"], explicit["builtin"]) == (True, None, "cpu")
+    assert "selects the built-in 'cpu' platform" in explicit["detail"]
+    # Automatic: no plugin activates; doctor does not probe which built-in matches.
+    assert (automatic["known"], automatic["platform"], automatic["builtin"]) == (True, None, None)
+    assert (
+        "falls back to a built-in platform (cardcage platform shows which)" in (automatic["detail"])
+    )
+    for startup in (explicit, automatic):
+        assert startup["excluded_distributions"] == ["sleepy-vendor"]
+        assert startup["selection_fails"] is False
+
+
+@without_diffusion
+def test_doctor_json_without_platform_plugins_excludes_nothing(site: Site) -> None:
+    site.plugin("tools-x", "xhooks", HOOKING_PLUGIN)
+
+    startup = _startup(site)
+
+    assert (startup["known"], startup["excluded_distributions"]) == (True, [])
+    assert "no distribution's general plugins are excluded" in startup["detail"]
+
+
+@without_diffusion
+def test_doctor_json_says_when_the_selection_cannot_be_known_and_why(site: Site) -> None:
+    _multiple(site)
+    several = _startup(site)
+    site.platform("flaky-vendor", "flaky", RAISING_PLATFORM)
+    raising = _startup(site)
+    typo = _startup(site, {"SGLANG_PLATFORM": "acmee"})
+
+    for startup in (several, raising, typo):
+        assert startup["known"] is False
+        assert startup["platform"] is None
+        assert startup["excluded_distributions"] is None
+        assert startup["selection_fails"] is True
+        assert startup["detail"].startswith("which platform it selects is unknown: ")
+    assert "2 platform plugins activate and SGLANG_PLATFORM is not set" in several["detail"]
+    assert (
+        "platform plugin 'flaky' (flaky-vendor 1.0) fails in automatic selection"
+        in (raising["detail"])
+    )
+    assert "SGLANG_PLATFORM='acmee' names no platform entry point" in typo["detail"]
+
+
+@without_diffusion
+def test_doctor_json_names_a_selected_plugin_whose_selection_fails(site: Site) -> None:
+    # The plugin is known (its distribution's general plugins are not excluded, and graded as
+    # fatal), but its activate() declines, so selection aborts startup.
+    _vendor(site, "sleepy-vendor", "sleepy", DECLINING_PLATFORM, GOOD_PLUGIN)
+    site.oot("acme-accel", "acme")
+
+    startup = _startup(site, {"SGLANG_PLATFORM": "sleepy"})
+
+    assert startup["known"] is True
+    assert startup["platform"] == {
+        "plugin": "sleepy",
+        "distribution": "sleepy-vendor",
+        "version": "1.0",
+        "qualname": None,
+    }
+    assert startup["selection_fails"] is True
+    assert "platform selection fails (see the errors)" in startup["detail"]
+    assert startup["excluded_distributions"] == ["acme-accel"]
+
+
+@without_diffusion
+def test_doctor_json_names_the_class_activate_returned_when_it_fails_validation(
+    site: Site,
+) -> None:
+    _invalid_class(site)
+
+    startup = _startup(site)
+
+    assert startup["known"] is True
+    assert startup["platform"]["plugin"] == "lazy"
+    assert startup["platform"]["qualname"] == "ccfix_lazy_vendor_lazy:FixturePlatform"
+    assert startup["selection_fails"] is True

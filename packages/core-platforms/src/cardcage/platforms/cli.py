@@ -330,6 +330,14 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
         f"cardcage doctor: checked {report.entry_points} entry point(s) in "
         f"{len(report.groups)} group(s) (runtimes: {', '.join(report.profiles)})",
     ]
+    for startup in report.startup:
+        lines.append(
+            textwrap.fill(
+                f"{startup.runtime.upper()} startup: {startup.detail}.",
+                _WIDTH,
+                subsequent_indent="  ",
+            )
+        )
     for f in report.findings:
         where = f" [{f.group}]" if f.group else ""
         lines += [

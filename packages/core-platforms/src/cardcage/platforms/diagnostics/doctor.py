@@ -8,6 +8,10 @@ platform distribution that was not selected) has its problems reported as info, 
 registered"). A plugin written for SGLang's own runtime (it imports ``sglang`` where SGLang is
 absent, or hands cardcage an SGLang platform class) gets ``plugin-targets-sglang``, whichever
 step found it, with both ways out.
+
+The report also says, per runtime, what doctor concluded startup would do (``startup``): the
+platform it selects (or that it cannot tell, and why) and the distributions whose general
+plugins it excludes, by cardcage's rule, automatic mode included.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import difflib
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks.loader import allowlist_scope
 
@@ -62,11 +66,52 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class SelectedPlatform:
+    """The platform plugin startup would select: entry point, distribution and class."""
+
+    plugin: str
+    distribution: str | None
+    version: str | None
+    #: ``module.Class``, as ``cardcage platform`` names it, once the class loads and passes
+    #: validation; else what ``activate()`` returned, verbatim; None when ``activate()`` did
+    #: not return a name.
+    qualname: str | None
+
+
+@dataclass(frozen=True)
+class RuntimeStartup:
+    """What doctor concluded one runtime's startup would do: which platform it selects and whose
+    general plugins it excludes (the same conclusion that grades the general plugins)."""
+
+    runtime: str
+    mode: Literal["explicit", "automatic"]
+    selector_env: str
+    selector: str | None
+    #: Whether doctor can tell what startup selects. False when startup fails before it loads
+    #: general plugins for a reason that leaves the selection open (``detail`` says which).
+    known: bool
+    #: The selected platform plugin; None for a built-in platform or when not ``known``.
+    platform: SelectedPlatform | None
+    #: The built-in alias the selector names; None otherwise (automatic mode does not say which
+    #: built-in of the fallback chain matches: ``cardcage platform`` does).
+    builtin: str | None
+    #: Whether doctor reported an error in this runtime's platform group: selection aborts.
+    selection_fails: bool
+    #: Sorted names of the distributions whose general plugins startup excludes (they provide a
+    #: platform entry point but did not supply the selected platform); None when not ``known``.
+    excluded_distributions: tuple[str, ...] | None
+    #: The conclusion in words.
+    detail: str
+
+
+@dataclass(frozen=True)
 class DoctorReport:
     profiles: tuple[str, ...]
     groups: tuple[str, ...]
     entry_points: int
     findings: tuple[Finding, ...]
+    #: Per checked runtime, the selection and exclusions doctor concluded (SRT first).
+    startup: tuple[RuntimeStartup, ...] = ()
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -90,6 +135,7 @@ class DoctorReport:
                 "groups": list(self.groups),
                 "entry_points": self.entry_points,
             },
+            "startup": to_json(self.startup),
             "findings": to_json(self.findings),
         }
 
@@ -265,8 +311,10 @@ def _tb(exc: BaseException) -> str:
 class _Activation:
     ep: PluginEntryPoint
     considered: bool  # called at startup in the current mode
-    qualname: str | None = None
+    qualname: str | None = None  # what activate() returned, stripped
     finding: Finding | None = None
+    #: ``module.Class`` of the class ``qualname`` names, once it loaded and passed validation.
+    platform_class: str | None = None
 
 
 def _sglang_finding(
@@ -405,7 +453,7 @@ def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: boo
     qualname = result.strip()
     try:
         with _activating_context(ep):
-            load_platform_class(policy, qualname, ep)
+            cls = load_platform_class(policy, qualname, ep)
     except PlatformError as exc:
         if isinstance(exc, TargetsSGLangError):
             finding = _sglang_finding(
@@ -433,7 +481,9 @@ def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: boo
                 traceback=_tb(exc),
             )
         return _Activation(ep, considered, qualname, finding)
-    return _Activation(ep, considered, qualname)
+    return _Activation(
+        ep, considered, qualname, platform_class=f"{cls.__module__}.{cls.__qualname__}"
+    )
 
 
 #: The selection a runtime would make is not known (startup fails before plugins load, or
@@ -441,12 +491,32 @@ def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: boo
 _UNKNOWN: Any = object()
 
 
-def _check_platforms(
-    policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]
-) -> tuple[list[Finding], PlatformChoice | None]:
+@dataclass(frozen=True)
+class _PlatformCheck:
+    """What ``_check_platforms`` found out: its findings, and the platform startup would select,
+    as the general-plugin loader sees it (``_UNKNOWN`` when startup would fail before loading
+    general plugins, ``unknown`` then saying why)."""
+
+    findings: list[Finding]
+    choice: PlatformChoice | None
+    activations: tuple[_Activation, ...]
+    unknown: str = ""
+
+    def chosen(self) -> _Activation | None:
+        """The activation of the selected platform entry point, when a plugin is selected."""
+        choice = self.choice
+        if choice is _UNKNOWN or choice is None or choice.entry_point is None:
+            return None
+        return next(
+            (r for r in self.activations if r.considered and r.ep.name == choice.entry_point),
+            None,
+        )
+
+
+def _check_platforms(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) -> _PlatformCheck:
     """Activate every platform entry point; report raising ones and ambiguous automatic picks.
 
-    Also returns the platform startup would select, as the general-plugin loader sees it
+    Also finds the platform startup would select, as the general-plugin loader sees it
     (``_UNKNOWN`` when startup would fail before loading general plugins).
     """
     from cardcage.hooks.loader import PlatformChoice
@@ -502,6 +572,8 @@ def _check_platforms(
             )
         )
     choice: PlatformChoice | None = _UNKNOWN
+    unknown = ""
+    failed = [r for r in results if r.considered and r.qualname is None and r.finding is not None]
     if selector:
         match = next((r.ep for r in results if r.ep.name == selector), None)
         if match is not None:
@@ -510,14 +582,104 @@ def _check_platforms(
             builtin = policy.aliases().get(selector.casefold())
             if builtin is not None and builtin.explicit_allowed:
                 choice = PlatformChoice(None, None, f"{profile.selector_env}={selector}")
-    elif not any(r.considered and r.qualname is None and r.finding is not None for r in results):
+            else:
+                unknown = (
+                    f"{profile.selector_env}={selector!r} names no platform entry point and no "
+                    "built-in platform it accepts, so platform selection fails"
+                )
+    elif failed:
+        unknown = (
+            f"platform plugin {describe_ep(failed[0].ep)} fails in automatic selection, so "
+            "startup aborts before it loads general plugins"
+        )
+    elif len(activated) == 1:
         # No activate() failed (a bad class still says which platform startup means to use).
-        if len(activated) == 1:
-            ep = activated[0].ep
-            choice = PlatformChoice(ep.name, ep.dist_name, "automatic platform selection")
-        elif not activated:
-            choice = PlatformChoice(None, None, "automatic platform selection")
-    return findings, choice
+        ep = activated[0].ep
+        choice = PlatformChoice(ep.name, ep.dist_name, "automatic platform selection")
+    elif not activated:
+        choice = PlatformChoice(None, None, "automatic platform selection")
+    else:
+        unknown = (
+            f"{len(activated)} platform plugins activate and {profile.selector_env} is not set, "
+            "so automatic selection refuses to guess"
+        )
+    return _PlatformCheck(findings, choice, tuple(results), unknown)
+
+
+def _startup_summary(
+    startup: _Startup, check: _PlatformCheck, findings: list[Finding]
+) -> RuntimeStartup:
+    """``startup``'s conclusion, with the selected plugin's activation, as a report row."""
+    profile = startup.profile
+    selector = selector_value(profile)
+    env = profile.selector_env
+    fails = any(f.severity == "error" and f.group == profile.platform_group for f in findings)
+    platform: SelectedPlatform | None = None
+    builtin: str | None = None
+    if not startup.known:
+        what = check.unknown or "doctor cannot tell which platform startup selects"
+        detail = (
+            f"which platform it selects is unknown: {what}; doctor grades general plugins as if "
+            "none were excluded"
+        )
+    else:
+        chosen = check.chosen()
+        if chosen is not None:
+            dist = ep_dist(chosen.ep)
+            platform = SelectedPlatform(
+                chosen.ep.name, dist.name, dist.version, chosen.platform_class or chosen.qualname
+            )
+            detail = (
+                f"{env}={selector!r} selects platform plugin {describe_ep(chosen.ep)}"
+                if selector
+                else f"automatic selection selects platform plugin {describe_ep(chosen.ep)}, the "
+                "only one that activates"
+            )
+        elif selector:
+            builtin = selector.casefold()
+            detail = f"{env}={selector!r} selects the built-in {builtin!r} platform"
+        else:
+            detail = (
+                "no platform plugin activates, so automatic selection falls back to a built-in "
+                "platform (cardcage platform shows which)"
+            )
+        if fails:
+            detail += ", and platform selection fails (see the errors)"
+        excluded = startup.excluded_names
+        detail += (
+            f"; the general plugins of {', '.join(excluded)} are excluded"
+            if excluded
+            else "; no distribution's general plugins are excluded"
+        )
+    return RuntimeStartup(
+        runtime=profile.name,
+        mode="explicit" if selector else "automatic",
+        selector_env=env,
+        selector=selector or None,
+        known=startup.known,
+        platform=platform,
+        builtin=builtin,
+        selection_fails=fails,
+        excluded_distributions=startup.excluded_names if startup.known else None,
+        detail=detail,
+    )
+
+
+def _broken_startup(profile: RuntimeProfile) -> RuntimeStartup:
+    """A runtime whose selection policy cannot be imported: nothing about its startup is known."""
+    selector = selector_value(profile)
+    return RuntimeStartup(
+        runtime=profile.name,
+        mode="explicit" if selector else "automatic",
+        selector_env=profile.selector_env,
+        selector=selector or None,
+        known=False,
+        platform=None,
+        builtin=None,
+        selection_fails=True,
+        excluded_distributions=None,
+        detail="which platform it selects is unknown: its platform selection cannot be imported",
+    )
 
 
 class _Startup:
@@ -537,12 +699,13 @@ class _Startup:
         self.registry = registry
         self.allowed = allowlist_value(profile)
         self.known = choice is not _UNKNOWN
+        #: The excluded distributions' names as their metadata spells them, sorted.
+        self.excluded_names: tuple[str, ...] = ()
         self.excluded: set[str] = set()
         self.selected_dist: str | None = None
         if self.known:
-            self.excluded = {
-                normalize(d) for d in excluded_distributions(choice, profile, snapshot)
-            }
+            self.excluded_names = tuple(sorted(excluded_distributions(choice, profile, snapshot)))
+            self.excluded = {normalize(d) for d in self.excluded_names}
             if choice is not None and choice.dist_name:
                 self.selected_dist = normalize(choice.dist_name)
 
@@ -782,7 +945,9 @@ def run_doctor() -> DoctorReport:
     automatic discovery. Name and import checks cover every watched group. What the platform
     checks find out about the selection (which distribution startup would select, if any)
     decides, per runtime, which general plugins startup would exclude, skip or run: doctor calls
-    ``register()`` only of those it would run, and grades the problems of the others lower.
+    ``register()`` only of those it would run, and grades the problems of the others lower. The
+    report's ``startup`` states that conclusion per runtime (selected platform, excluded
+    distributions), so a consumer can compare it with ``cardcage platform`` or another host.
     """
     snapshot = current_snapshot()
     profiles = runtime_profiles()
@@ -790,6 +955,7 @@ def run_doctor() -> DoctorReport:
     roles = group_roles(profiles)
     findings: list[Finding] = []
     policies: list[SelectionPolicy] = []
+    broken: dict[str, RuntimeStartup] = {}
     for profile in profiles:
         ref = runtime_selection(profile)
         if ref is None:
@@ -798,6 +964,7 @@ def run_doctor() -> DoctorReport:
             policies.append(ref.load_policy())
         except Exception as exc:
             findings.append(_runtime_broken(ref.distribution, profile, exc))
+            broken[profile.name] = _broken_startup(profile)
     for group in groups:
         findings.extend(_check_duplicates(group, snapshot.group(group)))
     for policy in policies:
@@ -807,21 +974,31 @@ def run_doctor() -> DoctorReport:
     for profile in first_per_allowlist.values():
         findings.extend(_check_allowlist(profile, snapshot))
     startups: dict[str, _Startup] = {}
+    checks: dict[str, _PlatformCheck] = {}
     for policy in policies:
         profile = policy.profile
         platform_eps = snapshot.group(profile.platform_group)
         findings.extend(_check_selector(policy, platform_eps))
-        platform_findings, choice = _check_platforms(policy, platform_eps)
-        findings.extend(platform_findings)
-        startups[profile.plugin_group] = _Startup(profile, choice, _registry(profile), snapshot)
+        check = _check_platforms(policy, platform_eps)
+        findings.extend(check.findings)
+        checks[profile.name] = check
+        startups[profile.plugin_group] = _Startup(
+            profile, check.choice, _registry(profile), snapshot
+        )
     for group in groups:
         role = roles.get(group)
         kind = role[1] if role is not None else kind_of_unknown_group(group)
         if kind == "general":
             findings.extend(_check_general(group, snapshot.group(group), startups.get(group)))
+    summaries = {
+        s.profile.name: _startup_summary(s, checks[s.profile.name], findings)
+        for s in startups.values()
+    }
+    summaries.update(broken)
     return DoctorReport(
         profiles=tuple(p.name for p in profiles),
         groups=tuple(groups),
         entry_points=sum(len(snapshot.group(g)) for g in groups),
         findings=tuple(findings),
+        startup=tuple(summaries[p.name] for p in profiles if p.name in summaries),
     )
