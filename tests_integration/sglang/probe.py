@@ -3,7 +3,8 @@
 Usage: ``probe.py STEP [STEP ...]``, each STEP one of
 
 * ``import``: ``import sglang`` (which resolves SRT's ``current_platform`` on the way);
-* ``srt``: ``sglang.srt.platforms.current_platform``, described;
+* ``srt``: ``sglang.srt.platforms.current_platform``, described, with the distribution the
+  selector names and the one that ships the selected class;
 * ``srt-load``: SGLang's ``sglang.srt.plugins.load_plugins()`` (which applies the hooks);
 * ``srt-call``: a call of ``sglang.srt.utils.common.get_device_memory_capacity()``, the function
   demo-cpu's SRT plugin hooks (it asks the platform's ``get_device_total_memory()``);
@@ -118,6 +119,14 @@ def _import() -> dict[str, Any]:
     return {"version": sglang.__version__}
 
 
+def _class_dist(dotted: str) -> str | None:
+    """The distribution whose files hold the top-level package of class ``dotted`` (metadata)."""
+    from importlib.metadata import packages_distributions
+
+    found = packages_distributions().get(dotted.partition(".")[0], [])
+    return found[0] if len(found) == 1 else None
+
+
 def _srt() -> dict[str, Any]:
     from importlib.metadata import entry_points
 
@@ -132,6 +141,9 @@ def _srt() -> dict[str, Any]:
     chosen = by_name.get(selector) if selector else None
     described["selector"] = selector
     described["selected_dist"] = chosen.dist.name if chosen is not None and chosen.dist else None
+    # Automatic mode records no plugin or distribution: the distribution shipping the class
+    # SGLang selected (its activated entry point's name is in SGLang's INFO line on stderr).
+    described["class_dist"] = _class_dist(described["vendor_class"])
     return described
 
 

@@ -8,6 +8,7 @@ environment variables; nothing of SGLang is stubbed or patched by the test.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -211,16 +212,25 @@ def test_in_sglang_automatic_mode_demo_cpu_hooks_nothing_when_another_platform_w
     assert sources == [["sglang_native_hooks", NATIVE]]
 
 
-# -- cardcage's CLI says what SGLang does ------------------------------------------------------
+# -- cardcage's CLI says what SGLang does (issue 12, 4(f)) --------------------------------------
+#
+# `cardcage platform --json`, `cardcage doctor --json` (its `startup` rows) and, where metadata
+# decides, `cardcage plugins list --json` name the platform SGLang selected and the distributions
+# SGLang's own `_get_excluded_dists()` excludes. One documented difference: SGLang's SRT loader
+# excludes only under SGLANG_PLATFORM, cardcage's in automatic mode too.
+
+SRT_PLUGINS = "sglang.srt.plugins"
+DIFFUSION_PLUGINS = "sglang.multimodal_gen.plugins"
+SGLANG_ACTIVATED = re.compile(r"OOT platform plugin activated: (\S+) -> ")
 
 
-def _excluded_general(plugins: dict[str, Any], group: str) -> list[str]:
-    """Distributions whose general plugins ``cardcage plugins list`` says start-up excludes."""
+def _general(plugins: dict[str, Any], group: str, status: str) -> list[str]:
+    """Distributions of the general plugins ``cardcage plugins list`` gives ``status``."""
     return sorted(
         {
             p["distribution"]
             for p in plugins["plugins"]
-            if p["group"] == group and p["status"] == "excluded"
+            if p["group"] == group and p["status"] == status
         }
     )
 
@@ -236,46 +246,102 @@ def _not_selected(selection: dict[str, Any]) -> list[str]:
     )
 
 
-def _assert_doctor_agrees(
-    sites: list[str], extra: dict[str, str], selected: str, excluded: list[str]
-) -> None:
-    """``cardcage doctor --json`` finds nothing wrong with the start-up SGLang performed.
+def _platform_selection(sites: list[str], runtime: str, extra: dict[str, str]) -> dict[str, Any]:
+    """``cardcage platform --json --runtime RUNTIME``'s selection, validated."""
+    platform = cardcage_json(sites, "platform", "--runtime", runtime, **extra)
+    jsonschema.validate(platform, load_schema("platform"))
+    assert platform["ok"] is True, platform["error"]
+    return platform["selection"]  # type: ignore[no-any-return]
 
-    Its schema (cardcage.doctor/1) holds findings only, no field that names the selection: here
-    agreement is that it passes, says nothing about the selected distribution, and says about
-    an excluded one at most what does not matter until it is selected (info).
-    """
+
+def _doctor_startup(sites: list[str], runtime: str, extra: dict[str, str]) -> dict[str, Any]:
+    """``cardcage doctor --json``'s conclusion for ``runtime``; doctor finds nothing wrong, and
+    says about an excluded distribution at most what does not matter until it is selected."""
     doctor = cardcage_json(sites, "doctor", **extra)
     jsonschema.validate(doctor, load_schema("doctor"))
     assert doctor["ok"] is True, doctor["findings"]
+    (startup,) = [s for s in doctor["startup"] if s["runtime"] == runtime]
+    assert (startup["known"], startup["selection_fails"]) == (True, False), startup
     for finding in doctor["findings"]:
         concerned = {d["name"] for d in finding["distributions"]}
-        assert selected not in concerned, finding
-        if concerned & set(excluded):
+        if concerned & set(startup["excluded_distributions"]):
             assert finding["severity"] == "info", finding
+    return startup  # type: ignore[no-any-return]
+
+
+def _selected(
+    selection: dict[str, Any], doctor: dict[str, Any]
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The selected plugin as ``cardcage platform`` and as ``cardcage doctor`` name it."""
+    assert doctor["platform"]["version"] == selection["version"]
+    return (
+        {
+            "plugin": selection["plugin"],
+            "distribution": selection["distribution"],
+            "qualname": selection["platform"],
+        },
+        {k: doctor["platform"][k] for k in ("plugin", "distribution", "qualname")},
+    )
 
 
 def test_cardcage_names_sglangs_srt_selection_and_exclusions() -> None:
     extra = {"SGLANG_PLATFORM": "demo_cpu"}
     sglang = start_srt(ALL_VENDORS, **extra)
     srt, load = step(sglang, "srt"), step(sglang, "srt-load")
+    sglangs = {
+        "plugin": srt["selector"],
+        "distribution": srt["selected_dist"],
+        "qualname": srt["vendor_class"],
+    }
 
-    platform = cardcage_json(ALL_VENDORS, "platform", "--runtime", "srt", **extra)
-    jsonschema.validate(platform, load_schema("platform"))
-    selection = platform["selection"]
-    assert (selection["plugin"], selection["distribution"]) == (
-        srt["selector"],
-        srt["selected_dist"],
-    )
-    assert selection["platform"] == srt["vendor_class"]
-    assert selection["device_name"] == srt["device_name"]
-    assert _not_selected(selection) == load["excluded_dists"]
-
+    selection = _platform_selection(ALL_VENDORS, "srt", extra)
+    doctor = _doctor_startup(ALL_VENDORS, "srt", extra)
     plugins = cardcage_json(ALL_VENDORS, "plugins", "list", **extra)
     jsonschema.validate(plugins, load_schema("plugins"))
-    assert _excluded_general(plugins, "sglang.srt.plugins") == load["excluded_dists"]
 
-    _assert_doctor_agrees(ALL_VENDORS, extra, srt["selected_dist"], load["excluded_dists"])
+    assert _selected(selection, doctor) == (sglangs, sglangs)
+    assert selection["device_name"] == srt["device_name"]
+    assert (doctor["mode"], doctor["selector"], doctor["builtin"]) == ("explicit", "demo_cpu", None)
+    assert load["excluded_dists"] == ["cardcage-demo-cuda", NATIVE]
+    assert doctor["excluded_distributions"] == load["excluded_dists"]
+    assert _not_selected(selection) == load["excluded_dists"]
+    assert _general(plugins, SRT_PLUGINS, "excluded") == load["excluded_dists"]
+
+
+@needs_no_gpu
+def test_in_srt_automatic_mode_cardcage_excludes_the_unselected_dists_sglang_runs() -> None:
+    extra = {"CARDCAGE_DEMO_CPU": "1"}
+    sglang = start_srt(ALL_VENDORS, **extra)
+    srt, load = step(sglang, "srt"), step(sglang, "srt-load")
+    # SGLang records no plugin in automatic mode: its INFO line names the entry point that
+    # activated, and the class it selected is shipped by one distribution.
+    (activated,) = SGLANG_ACTIVATED.findall(sglang["stderr"])
+    sglangs = {
+        "plugin": activated,
+        "distribution": srt["class_dist"],
+        "qualname": srt["vendor_class"],
+    }
+
+    selection = _platform_selection(ALL_VENDORS, "srt", extra)
+    doctor = _doctor_startup(ALL_VENDORS, "srt", extra)
+    plugins = cardcage_json(ALL_VENDORS, "plugins", "list", **extra)
+    jsonschema.validate(plugins, load_schema("plugins"))
+
+    assert sglangs["distribution"] == "cardcage-demo-cpu"
+    assert _selected(selection, doctor) == (sglangs, sglangs)
+    assert (doctor["mode"], doctor["selector"]) == ("automatic", None)
+    # The documented difference: without SGLANG_PLATFORM, SGLang's SRT loader excludes nothing
+    # (and runs every general plugin), while cardcage's excludes every platform distribution
+    # that did not supply the selected platform.
+    others = ["cardcage-demo-cuda", NATIVE]
+    assert load["excluded_dists"] == []
+    assert doctor["excluded_distributions"] == others
+    assert _not_selected(selection) == others
+    # plugins list activates nothing: it cannot know which of them runs, and says so.
+    assert _general(plugins, SRT_PLUGINS, "excluded") == []
+    assert _general(plugins, SRT_PLUGINS, "conditional") == sorted(
+        [sglangs["distribution"], *others]
+    )
 
 
 @pytest.mark.parametrize(
@@ -287,23 +353,30 @@ def test_cardcage_names_sglangs_srt_selection_and_exclusions() -> None:
 def test_cardcage_names_sglangs_diffusion_selection_and_exclusions(extra: dict[str, str]) -> None:
     sglang = start_diffusion(ALL_VENDORS, **extra)
     diffusion, load = step(sglang, "diffusion"), step(sglang, "diffusion-load")
+    sglangs = {
+        "plugin": diffusion["selected_plugin"],
+        "distribution": diffusion["selected_dist"],
+        "qualname": diffusion["vendor_class"],
+    }
 
-    platform = cardcage_json(ALL_VENDORS, "platform", "--runtime", "diffusion", **extra)
-    jsonschema.validate(platform, load_schema("platform"))
-    selection = platform["selection"]
-    assert (selection["plugin"], selection["distribution"]) == (
-        diffusion["selected_plugin"],
-        diffusion["selected_dist"],
-    )
-    assert selection["platform"] == diffusion["vendor_class"]
+    selection = _platform_selection(ALL_VENDORS, "diffusion", extra)
+    doctor = _doctor_startup(ALL_VENDORS, "diffusion", extra)
+    plugins = cardcage_json(ALL_VENDORS, "plugins", "list", **extra)
+    jsonschema.validate(plugins, load_schema("plugins"))
+
+    assert _selected(selection, doctor) == (sglangs, sglangs)
+    assert doctor["mode"] == ("explicit" if OVERRIDE in extra else "automatic")
+    # SGLang's diffusion loader excludes in both modes, as cardcage's does.
+    assert load["excluded_dists"] == ["cardcage-demo-cuda"]
+    assert doctor["excluded_distributions"] == load["excluded_dists"]
     assert _not_selected(selection) == load["excluded_dists"]
-
-    if OVERRIDE in extra:  # `plugins list` decides from metadata alone: explicit mode only
-        plugins = cardcage_json(ALL_VENDORS, "plugins", "list", **extra)
-        excluded = _excluded_general(plugins, "sglang.multimodal_gen.plugins")
-        assert excluded == load["excluded_dists"]
-
-    _assert_doctor_agrees(ALL_VENDORS, extra, diffusion["selected_dist"], load["excluded_dists"])
+    if OVERRIDE in extra:  # `plugins list` decides from metadata: the selector is set
+        assert _general(plugins, DIFFUSION_PLUGINS, "excluded") == load["excluded_dists"]
+    else:  # it activates nothing, so it cannot know which platform distribution's plugins run
+        assert _general(plugins, DIFFUSION_PLUGINS, "excluded") == []
+        assert _general(plugins, DIFFUSION_PLUGINS, "conditional") == sorted(
+            [sglangs["distribution"], *load["excluded_dists"]]
+        )
 
 
 # -- an SGLang-native plugin in the same layout ------------------------------------------------
