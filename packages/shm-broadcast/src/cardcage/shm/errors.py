@@ -14,6 +14,7 @@ from cardcage.hooks.errors import CardcageError
 __all__ = [
     "AttachError",
     "CancelledError",
+    "CollectiveMismatchError",
     "QueueClosedError",
     "QueueRoleError",
     "QueueTimeoutError",
@@ -32,12 +33,17 @@ class ShmBroadcastError(CardcageError):
 class QueueTimeoutError(ShmBroadcastError, TimeoutError):
     """A blocking call ran past its ``timeout=``; nothing was published or consumed half-way.
 
-    The queue stays usable: call again to keep waiting.
+    The queue stays usable: call again to keep waiting. ``missing`` lists the ranks the call was
+    still waiting for, where it knows them (a collective's writer knows every reader's; the
+    writer itself is ``-1``).
     """
 
-    def __init__(self, what: str, timeout: float, detail: str = "") -> None:
+    def __init__(
+        self, what: str, timeout: float, detail: str = "", missing: tuple[int, ...] = ()
+    ) -> None:
         self.what = what
         self.timeout = timeout
+        self.missing = missing
         extra = f" {detail}" if detail else ""
         super().__init__(f"{what} timed out after {timeout:g} s.{extra}")
 
@@ -64,27 +70,67 @@ class QueueRoleError(ShmBroadcastError, RuntimeError):
 
 
 class ReaderDiedError(ShmBroadcastError, RuntimeError):
-    """A local reader process died while the writer was waiting for it to free a slot."""
+    """A reader process died while the writer (or a collective) was waiting for it.
 
-    def __init__(self, rank: int, pid: int, lag: int) -> None:
+    ``during`` names the collective (``"barrier #3"``) when it died before completing one; every
+    other participant of that collective gets this error too. ``remote``: a remote reader, seen
+    to disconnect (the writer cannot check a pid on another node).
+    """
+
+    def __init__(
+        self, rank: int, pid: int, lag: int, *, during: str = "", remote: bool = False
+    ) -> None:
         self.rank = rank
         self.pid = pid
         self.lag = lag
+        self.during = during
+        self.remote = remote
+        if during:
+            how = "disconnected (died or closed its queue)" if remote else "died"
+            where = "remote" if remote else "local"
+            what = f"{where} reader {rank} (pid {pid}) {how} before completing {during}"
+        else:
+            what = f"local reader {rank} (pid {pid}) died with {lag} message(s) unread"
         super().__init__(
-            f"local reader {rank} (pid {pid}) died with {lag} message(s) unread; the writer cannot "
-            "make progress. Restart the process group (the queue cannot be resumed)."
+            f"{what}; the writer cannot make progress. Restart the process group (the queue "
+            "cannot be resumed)."
         )
 
 
 class WriterDiedError(ShmBroadcastError, RuntimeError):
     """The writer process died; every message it had fully published was delivered first."""
 
-    def __init__(self, pid: int, delivered: int) -> None:
+    def __init__(self, pid: int, delivered: int, *, during: str = "") -> None:
         self.pid = pid
         self.delivered = delivered
+        self.during = during
+        when = f" during {during}" if during else ""
         super().__init__(
-            f"the writer (pid {pid}) died after this reader received {delivered} message(s); "
-            "no further messages will arrive. Restart the process group."
+            f"the writer (pid {pid}) died{when} after this reader received {delivered} "
+            "message(s); no further messages will arrive. Restart the process group."
+        )
+
+
+class CollectiveMismatchError(ShmBroadcastError, RuntimeError):
+    """Participants called different collectives at the same point (every participant must call
+    ``barrier()`` / ``all_gather_object()`` the same number of times, in the same order).
+
+    ``rank`` is the reader whose call differed from the writer's (``-1``: this process called a
+    different collective than the one it left pending after a timeout). The collective is
+    abandoned on every participant and later collectives on this queue raise again: the
+    participants no longer agree on where they are.
+    """
+
+    def __init__(self, rank: int, expected: str, got: str, detail: str = "") -> None:
+        self.rank = rank
+        self.expected = expected
+        self.got = got
+        extra = f" {detail}" if detail else ""
+        who = "this process" if rank < 0 else f"reader {rank}"
+        super().__init__(
+            f"collective mismatch: {who} called {got} where {expected} was expected.{extra} "
+            "Every participant must call barrier() / all_gather_object() the same number of "
+            "times, in the same order."
         )
 
 
