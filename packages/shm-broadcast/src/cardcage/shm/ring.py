@@ -20,6 +20,19 @@ Layout (every field an 8-byte little-endian word, every group on its own 64-byte
                                            pseq, pbytes (streaming progress, see below),
                                            data slot
     page m   data     n_slots * stride bytes (stride = max_chunk_bytes rounded up to 64)
+    page c   collectives (``barrier`` / ``all_gather_object``, protocol in ``_collective``):
+                      line 0: down_seq, down info, down tag, down total, writer-parked,
+                              writer's current tag (diagnostics only)
+                      line 1: abort (the aborted collective's tag), code, rank, pid,
+                              the tag the culprit posted
+                      lines 2+: up_ack, one word per reader, 8 to a line
+                      then one line per reader: up_seq, up info, up tag, up total,
+                                                down_ack, parked
+                      then, line-aligned: the down slot and one up slot per reader,
+                      coll_bytes each (min(stride, 64 KiB))
+
+The collective region comes after everything else, so adding it moved no word the hot paths
+touch: ``enqueue``/``dequeue`` never read or write it.
 
 Protocol. Message fragments are numbered 1, 2, 3, ... ; fragment ``k`` is described by
 descriptor ``(k - 1) % n_slots``. The writer may reuse that descriptor once every attached
@@ -118,7 +131,7 @@ SHM_DIR: Final = "/dev/shm"
 SHM_PREFIX: Final = "cardcage-shm-"
 
 _MAGIC: Final = 0x6361726463616765  # b"cardcage" as a big-endian u64
-_VERSION: Final = 3  # 2: streamed fragments; 3: data slot named in the descriptor
+_VERSION: Final = 4  # 2: streamed fragments; 3: data slot named in the descriptor; 4: collectives
 _PAGE: Final = mmap.PAGESIZE
 _LINE: Final = 64
 _W: Final = 8  # words per line
@@ -135,6 +148,14 @@ _UNATTACHED, _ATTACHED, _DETACHED = 0, 1, 2
 _S_SEQ, _S_INFO, _S_TOTAL = 0, 1, 2  # total: whole message length, FIRST fragments only
 _S_PSEQ, _S_PBYTES = 3, 4  # a streamed fragment: its number, and how many bytes are in so far
 _S_DSLOT = 5  # the data slot holding the fragment's bytes
+# collective region (see _collective): the writer's two lines, then acks, then reader lines
+_C_DSEQ, _C_DINFO, _C_DTAG, _C_DTOTAL, _C_WPARKED, _C_WTAG = 0, 1, 2, 3, 4, 5
+_C_ABORT, _C_ABORT_CODE, _C_ABORT_RANK, _C_ABORT_PID, _C_ABORT_TAG = 8, 9, 10, 11, 12
+_C_UACK = 16  # + reader rank
+_CR_USEQ, _CR_UINFO, _CR_UTAG, _CR_UTOTAL, _CR_DACK, _CR_PARKED = 0, 1, 2, 3, 4, 5
+#: Largest piece of a collective's payload that moves through shared memory at once; larger
+#: contributions and results go in several pieces, each acknowledged.
+_COLL_MAX: Final = 64 << 10
 _FLAG_SHIFT: Final = 56
 NBYTES_MASK: Final = (1 << _FLAG_SHIFT) - 1
 
@@ -174,7 +195,20 @@ def _align(n: int, to: int) -> int:
 class _Layout:
     """Word offsets of one ring geometry."""
 
-    __slots__ = ("data", "desc", "n_reader", "n_slots", "readers", "slot_bytes", "stride", "total")
+    __slots__ = (
+        "coll",
+        "coll_bytes",
+        "coll_data",
+        "coll_readers",
+        "data",
+        "desc",
+        "n_reader",
+        "n_slots",
+        "readers",
+        "slot_bytes",
+        "stride",
+        "total",
+    )
 
     def __init__(self, n_reader: int, slot_bytes: int, n_slots: int) -> None:
         self.n_reader = n_reader
@@ -187,7 +221,14 @@ class _Layout:
         self.readers = readers // 8  # word index of reader 0's line
         self.desc = desc // 8  # word index of slot 0's descriptor
         self.data = data  # byte offset of slot 0's data
-        self.total = data + self.stride * n_slots
+        coll = _align(data + self.stride * n_slots, _PAGE)
+        coll_readers = coll + _C_UACK * 8 + _align(8 * n_reader, _LINE)
+        coll_data = coll_readers + _LINE * n_reader
+        self.coll = coll // 8  # word index of the collectives' first line
+        self.coll_readers = coll_readers // 8  # word index of reader 0's collective line
+        self.coll_bytes = min(self.stride, _COLL_MAX)
+        self.coll_data = coll_data  # byte offset of the down slot; up slot r follows at r + 1
+        self.total = coll_data + self.coll_bytes * (n_reader + 1)
 
     def reader(self, rank: int) -> int:
         return self.readers + rank * _W
@@ -457,6 +498,7 @@ class RingWriter(_Endpoint):
         self.reader_lines = [self.lay.reader(r) for r in range(ring.n_reader)]
         self.pidns = _sys.pid_namespace()
         self.parked_words = [line + _R_PARKED for line in self.reader_lines]
+        self.excluded: set[int] = set()  # local readers that read over ZeroMQ instead
 
     # -- readiness -------------------------------------------------------------------------------
 
@@ -473,6 +515,7 @@ class RingWriter(_Endpoint):
         The reader line's only writer is its reader; one that never attached never writes it,
         so the writer may mark it detached without a race.
         """
+        self.excluded.add(rank)
         self.u[self.reader_lines[rank] + _R_STATE] = _DETACHED
 
     # -- flow control ----------------------------------------------------------------------------
@@ -812,12 +855,18 @@ class RingWriter(_Endpoint):
             first = 0
 
     def close(self) -> None:
-        """Publish the closed flag after every message and wake parked readers."""
+        """Publish the closed flag after every message and wake parked readers (also those
+        waiting in a collective)."""
         u = self.u
         u[_H_CLOSED] = 1
         _sys.fence()
         k = self.seq + 1
         _sys.futex_wake(self.base + (self.lay.desc + ((k - 1) % self.n_slots) * _W) * 8)
+        coll = self.lay.coll
+        for r in range(self.ring.n_reader):
+            if u[self.lay.coll_readers + r * _W + _CR_PARKED]:
+                _sys.futex_wake(self.base + (coll + _C_DSEQ) * 8)
+                _sys.futex_wake(self.base + (coll + _C_UACK + r) * 8)
 
 
 class _RawSink:
