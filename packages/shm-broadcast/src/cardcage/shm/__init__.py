@@ -10,6 +10,7 @@ a spin-then-yield-then-futex wait that costs no CPU while idle, and no ``/dev/sh
     # in reader process r: q = MessageQueue.create_from_handle(handle, r)
     writer.wait_until_ready()                 # readers call it too
     writer.enqueue({"step": 1})               # readers: q.dequeue()
+    writer.barrier()                          # collectives: every party calls them in order
 
 Import-safe: no torch, no numpy; zmq is imported only by queues with remote readers.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 from .errors import (
     AttachError,
     CancelledError,
+    CollectiveMismatchError,
     QueueClosedError,
     QueueRoleError,
     QueueTimeoutError,
@@ -45,6 +47,7 @@ __all__ = [
     "SHM_PREFIX",
     "AttachError",
     "CancelledError",
+    "CollectiveMismatchError",
     "QueueClosedError",
     "QueueRoleError",
     "QueueTimeoutError",

@@ -46,6 +46,7 @@ from .ring import (
 )
 
 if TYPE_CHECKING:
+    from ._collective import Collectives
     from ._remote import RemotePublisher, RemoteSubscriber
 
 __all__ = ["DEFAULT_MAX_CHUNKS", "DEFAULT_MAX_CHUNK_BYTES", "Handle", "MessageQueue"]
@@ -149,6 +150,9 @@ class MessageQueue:
         self._remote_sub: RemoteSubscriber | None = None
         self._remote_ready = False
         self._pending: tuple[bytes, int] | None = None  # reached remote readers, not local ones
+        self._ready = False  # wait_until_ready() returned
+        self._rank = -1  # a reader's rank in the queue's group (the writer is -1)
+        self._coll: Collectives | None = None  # created by the first collective
         if self.n_remote_reader > 0:
             from ._remote import RemotePublisher
 
@@ -210,6 +214,9 @@ class MessageQueue:
         self._remote_sub = None
         self._remote_ready = False
         self._pending = None
+        self._ready = False
+        self._rank = rank
+        self._coll = None
         self._is_local_reader = False
         self.local_reader_rank = -1
         self.buffer = None
@@ -265,6 +272,7 @@ class MessageQueue:
             handle.remote_server_key,
             *handle.remote_client_keys,
             fallback_rank=fallback_rank,
+            rank=self._rank,
         )
         self._is_remote_reader = True
         self._finalizer = weakref.finalize(
@@ -307,6 +315,7 @@ class MessageQueue:
             self._reader.wait_ready(deadline, timeout)
         if self._remote_sub is not None:
             self._remote_sub.wait_ready(deadline, timeout)
+        self._ready = True
 
     def _wait_local_and_remote(self, deadline: float | None, timeout: float | None) -> None:
         """Writer of a mixed queue: every local rank attached or fell back to ZeroMQ, and every
@@ -476,6 +485,50 @@ class MessageQueue:
             self.enqueue(obj)
             return obj
         return self.dequeue()
+
+    # -- collectives -----------------------------------------------------------------------------
+
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once the writer and every reader (local and remote) have called ``barrier()``.
+
+        Every participant must call the queue's collectives (``barrier`` and
+        ``all_gather_object``) the same number of times, in the same order; a mismatch that
+        reaches the writer raises ``CollectiveMismatchError`` on everybody. Messages are not
+        consumed or reordered: what the writer enqueued before still comes out of ``dequeue()``
+        in order. ``QueueTimeoutError`` (``missing`` names who had not arrived, when known)
+        leaves the barrier pending: call ``barrier()`` again to keep waiting. A reader that dies
+        or closes first makes every participant raise ``ReaderDiedError`` /
+        ``QueueClosedError`` naming its rank and pid. Without readers it returns at once.
+        """
+        self._collective(1, None, timeout, "barrier")  # 1: _collective.OP_BARRIER
+
+    def all_gather_object(self, obj: Any, timeout: float | None = None) -> list[Any]:
+        """Gather one picklable object from every participant; every participant gets the list.
+
+        The writer's object comes first, then the readers' in ascending rank order (the
+        ``rank`` each passed to ``create_from_handle``), local and remote alike. Each caller
+        finds its own ``obj`` itself in its place and unpickled copies of the others' (pickled
+        at the highest protocol). Same rules as :meth:`barrier`; after a timeout, the call that
+        carries on ignores its ``obj`` (the first call's was already sent). Without readers it
+        returns ``[obj]`` at once.
+        """
+        out = self._collective(2, obj, timeout, "all_gather_object")  # 2: OP_GATHER
+        assert out is not None
+        return out
+
+    def _collective(self, op: int, obj: Any, timeout: float | None, name: str) -> list[Any] | None:
+        if self._closed:
+            raise QueueClosedError(f"this queue was closed; cannot call {name}()")
+        if self.n_reader == 0:
+            return [obj]
+        if not self._ready:
+            raise QueueRoleError(f"call wait_until_ready() before {name}()")
+        coll = self._coll
+        if coll is None:
+            from ._collective import Collectives
+
+            coll = self._coll = Collectives(self)
+        return coll.run(op, obj, timeout)
 
     # -- teardown --------------------------------------------------------------------------------
 
