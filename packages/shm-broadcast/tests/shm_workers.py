@@ -11,7 +11,12 @@ import zlib
 from multiprocessing.connection import Connection
 from typing import Any
 
-from cardcage.shm import MessageQueue, QueueClosedError, ShmBroadcastError
+from cardcage.shm import (
+    MessageQueue,
+    QueueClosedError,
+    QueueTimeoutError,
+    ShmBroadcastError,
+)
 from cardcage.shm.queue import Handle
 
 
@@ -274,3 +279,55 @@ def _check_writable(obj: Any) -> None:
     elif isinstance(obj, list | tuple):
         for v in obj:
             _check_writable(v)
+
+
+def run_ops(handle: Handle, rank: int, ops: list[tuple[Any, ...]], conn: Connection) -> list[Any]:
+    """Attach as ``rank`` and run a script of queue calls; returns one record per call.
+
+    ``("barrier", timeout)`` -> ``"ok"``; ``("gather", obj, timeout)`` -> the list;
+    ``("dequeue", timeout)`` -> the message; ``("signal", value)`` sends ``("signal", value)``
+    to the test; ``("wait",)`` blocks until the test sends anything. A ``QueueTimeoutError`` is
+    recorded and the script goes on; any other queue error is recorded and ends it.
+    """
+    q = MessageQueue.create_from_handle(handle, rank)
+    out: list[Any] = []
+    try:
+        q.wait_until_ready(timeout=30)
+        for op in ops:
+            try:
+                if op[0] == "barrier":
+                    q.barrier(timeout=op[1])
+                    out.append("ok")
+                elif op[0] == "gather":
+                    out.append(q.all_gather_object(op[1], timeout=op[2]))
+                elif op[0] == "dequeue":
+                    out.append(q.dequeue(timeout=op[1]))
+                elif op[0] == "signal":
+                    conn.send(("signal", op[1]))
+                elif op[0] == "wait":
+                    conn.recv()
+            except QueueTimeoutError as exc:
+                out.append(error_record(exc))
+    except ShmBroadcastError as exc:
+        out.append(error_record(exc))
+    finally:
+        q.close()
+    return out
+
+
+def error_record(exc: BaseException) -> tuple[Any, ...]:
+    """What a test asserts on about an error raised in another process."""
+    return (
+        "error",
+        type(exc).__name__,
+        {k: getattr(exc, k) for k in ("rank", "pid", "missing", "remote") if hasattr(exc, k)},
+        str(exc),
+    )
+
+
+def serve(conn: Connection) -> None:
+    """A pooled reader process: run the scripts the test sends (``(handle, rank, ops)``) one
+    after the other, answering ``("done", records)`` for each; ``None`` ends it."""
+    while (job := conn.recv()) is not None:
+        handle, rank, ops = job
+        conn.send(("done", run_ops(handle, rank, ops, conn)))
