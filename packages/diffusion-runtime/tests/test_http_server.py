@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from generation_support import max_difference
 from model_support import parse_png
 
 from cardcage.diffusion.runtime.entrypoints.openai_api import (
@@ -361,9 +362,10 @@ def test_generation_returns_decodable_png_images_of_the_requested_size(server: S
     assert images[0].pixels != images[1].pixels
     again = server.generate({**body, "n": 1})
     assert again.status == 200
-    assert base64.b64decode(again.json()["data"][0]["b64_json"]) == base64.b64decode(
-        result["data"][0]["b64_json"]
-    )
+    alone = parse_png(base64.b64decode(again.json()["data"][0]["b64_json"]))
+    # The seed's image, whatever the batch: within one unit per channel, as the pipeline
+    # promises (batched matrix products may round differently on some CPUs).
+    assert max_difference(alone.pixels, images[0].pixels) <= 1
 
 
 def test_generation_is_logged_when_received_and_when_done(server: Server) -> None:

@@ -5,7 +5,8 @@ device; ``generate()`` encodes the prompts, denoises seeded latents with rectifi
 steps (classifier-free guidance when ``guidance_scale > 1``) and decodes them to uint8 images.
 
 Determinism: image ``i`` starts from noise drawn on the CPU by a generator seeded with
-``seed + i``, so the same seed gives the same image on every run and for every batch it is in.
+``seed + i``, so the same seed gives the same image on every run, and within one unit per channel
+in every batch it is in (batched matrix products may round differently on some CPUs).
 Build the pipeline after ``Platform.init_backend()``: the model's ``CustomOp`` layers choose their
 forward when constructed.
 """
