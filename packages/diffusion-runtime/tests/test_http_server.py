@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from generation_support import max_difference
 from hypothesis import given
 from hypothesis import strategies as st
-from generation_support import max_difference
 from model_support import parse_png
 
 from cardcage.diffusion.runtime.entrypoints.openai_api import (
