@@ -369,6 +369,7 @@ def scenario_sglang(session: nox.Session) -> None:
         PACKAGES / "demo-cpu",
         PACKAGES / "demo-cuda",
         FIXTURES / "platforms" / "cc-plat-sglang-native",
+        FIXTURES / "sglang" / "cc-fixture-import-time-hooks",
     ]
     core = [
         PACKAGES / "core-hooks",

@@ -133,6 +133,27 @@ def test_sglang_load_plugins_applies_demo_cpus_hook_attributed_to_it() -> None:
     assert "Executed general plugin: demo_cpu" in report["stderr"]
 
 
+IMPORT_TIME = "cc-fixture-import-time-hooks"
+
+
+def test_a_hook_registered_at_import_reaches_sglang_attributed_to_its_plugin() -> None:
+    # The seed's @plugin_hook at module level: SGLang's SRT loader imports the plugin before it
+    # sets its plugin-source variable, and the hook must still land in SGLang's registry.
+    report = start(
+        ["demo-cpu", IMPORT_TIME], "import", "srt", "srt-load", "srt-call",
+        SGLANG_PLATFORM="demo_cpu",
+    )  # fmt: skip
+    load = step(report, "srt-load")
+
+    assert {
+        "hook": "cc_fixture_import_time_hooks.report_fixed_capacity",
+        "type": "AFTER",
+        "source": ["import_time_hooks", IMPORT_TIME],
+    } in load["hooks"][DEVICE_MEMORY]
+    assert DEVICE_MEMORY in load["patched"]
+    assert step(report, "srt-call")["device_memory_capacity"] == 4242.0  # the hook's answer
+
+
 def test_sglang_diffusion_loader_applies_demo_cpus_dispatch_hook() -> None:
     report = start_diffusion(ALL_VENDORS, **{OVERRIDE: "demo_cpu"})
     load = step(report, "diffusion-load")
