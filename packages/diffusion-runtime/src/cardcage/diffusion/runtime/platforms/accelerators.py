@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cardcage.platforms._torch import require_torch
 from cardcage.platforms.device_mixin import PlatformEnum
 from cardcage.platforms.xpu import XpuDeviceMixin
 
 from .interface import Platform
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
 
 __all__ = ["MpsPlatform", "MusaPlatform", "NpuPlatform", "XpuPlatform"]
 
@@ -78,6 +81,14 @@ class MpsPlatform(Platform):
     def device_shares_host_memory(self) -> bool:
         return True
 
+    @classmethod
+    def is_amp_supported(cls) -> bool:
+        return False
+
+    @classmethod
+    def is_float64_supported(cls) -> bool:
+        return False
+
 
 class NpuPlatform(_TorchDeviceModule):
     _enum = PlatformEnum.NPU
@@ -88,6 +99,15 @@ class NpuPlatform(_TorchDeviceModule):
     def get_dispatch_key_name(self) -> str:
         return "npu"
 
+    @classmethod
+    def is_float64_supported(cls) -> bool:
+        return False
+
+    @classmethod
+    def inference_mode(cls) -> AbstractContextManager[Any]:
+        """``torch.no_grad()``: torch_npu does not support ``torch.inference_mode``."""
+        return require_torch("inference_mode()").no_grad()  # type: ignore[no-any-return]
+
 
 class MusaPlatform(_TorchDeviceModule):
     _enum = PlatformEnum.MUSA
@@ -97,3 +117,7 @@ class MusaPlatform(_TorchDeviceModule):
 
     def get_dispatch_key_name(self) -> str:
         return "musa"
+
+    @classmethod
+    def is_float64_supported(cls) -> bool:
+        return False

@@ -19,7 +19,8 @@ Import-safe: no torch at module scope.
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+import pkgutil
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cardcage.platforms._torch import require_torch
 from cardcage.platforms.device_mixin import (
@@ -28,6 +29,9 @@ from cardcage.platforms.device_mixin import (
     DeviceMixin,
     PlatformEnum,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "BASE_DEVICE_COMMUNICATOR",
@@ -62,6 +66,18 @@ _DIST_BACKENDS = {
 }
 
 
+_NO_DISTRIBUTED_DEVICE_ID = frozenset(
+    {
+        PlatformEnum.OOT,
+        PlatformEnum.MPS,
+        PlatformEnum.MUSA,
+        PlatformEnum.NPU,
+        PlatformEnum.CPU,
+        PlatformEnum.XPU,
+    }
+)
+
+
 class AttentionBackendEnum(enum.Enum):
     """The attention implementations a platform may pick in ``get_attn_backend_cls_str()``.
 
@@ -72,12 +88,27 @@ class AttentionBackendEnum(enum.Enum):
     FA = enum.auto()
     SLIDING_TILE_ATTN = enum.auto()
     TORCH_SDPA = enum.auto()
+    TORCH_CUDNN_SDPA = enum.auto()
+    DYNAMIC_CUDNN_SDPA = enum.auto()
     SAGE_ATTN = enum.auto()
     SAGE_ATTN_3 = enum.auto()
+    SPARGE_ATTN = enum.auto()
     VIDEO_SPARSE_ATTN = enum.auto()
+    VIDEO_SPARSE_ATTN_H3 = enum.auto()
+    HYBRID_WINDOW_ATTN_H3 = enum.auto()
+    SPARSE_VIDEO_GEN_2_ATTN = enum.auto()
     VMOBA_ATTN = enum.auto()
     AITER = enum.auto()
-    AMX = enum.auto()
+    AITER_SAGE = enum.auto()
+    SLA_ATTN = enum.auto()
+    SAGE_SLA_ATTN = enum.auto()
+    LASER_ATTN = enum.auto()
+    BLOCK_SPARSE_ATTN = enum.auto()
+    RAIN_FUSION_ATTN = enum.auto()
+    SOL_ATTN = enum.auto()
+    SUBBLOCK_SPARSE_ATTN = enum.auto()
+    CUBE_SPARSE_ATTN = enum.auto()
+    FP8_FA_SM120 = enum.auto()
     NO_ATTENTION = enum.auto()
 
     def __str__(self) -> str:
@@ -93,7 +124,19 @@ _SPARSE_ATTENTION = frozenset(
     {
         AttentionBackendEnum.SLIDING_TILE_ATTN,
         AttentionBackendEnum.VIDEO_SPARSE_ATTN,
+        AttentionBackendEnum.VIDEO_SPARSE_ATTN_H3,
+        AttentionBackendEnum.HYBRID_WINDOW_ATTN_H3,
+        AttentionBackendEnum.SPARSE_VIDEO_GEN_2_ATTN,
         AttentionBackendEnum.VMOBA_ATTN,
+        AttentionBackendEnum.SLA_ATTN,
+        AttentionBackendEnum.SAGE_SLA_ATTN,
+        AttentionBackendEnum.SPARGE_ATTN,
+        AttentionBackendEnum.LASER_ATTN,
+        AttentionBackendEnum.BLOCK_SPARSE_ATTN,
+        AttentionBackendEnum.RAIN_FUSION_ATTN,
+        AttentionBackendEnum.SOL_ATTN,
+        AttentionBackendEnum.SUBBLOCK_SPARSE_ATTN,
+        AttentionBackendEnum.CUBE_SPARSE_ATTN,
     }
 )
 
@@ -106,6 +149,8 @@ class Platform(DeviceMixin):
     """Base class of every diffusion platform, with the seed's defaults."""
 
     dispatch_key: str = ""  # the PyTorch dispatcher key, e.g. "CUDA" or "PrivateUse1"
+    #: Kept because SGLang's base has it: nothing in either runtime reads it.
+    device: Any = None
     simple_compile_backend: str = "inductor"
     supported_quantization: tuple[str, ...] = ()
     #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.sglang_adapters``
@@ -135,6 +180,87 @@ class Platform(DeviceMixin):
             )
         return "PrivateUse1" if self._enum is PlatformEnum.NPU else "CUDA"
 
+    # -- identity and capabilities ------------------------------------------------------------
+    # The predicates say what the platform *is* (its ``_enum``), never what torch can see.
+    @classmethod
+    def is_cuda_static(cls) -> bool:
+        """``is_cuda()`` without an instance."""
+        return cls._enum is PlatformEnum.CUDA
+
+    @classmethod
+    def is_rocm_static(cls) -> bool:
+        """``is_rocm()`` without an instance."""
+        return cls._enum is PlatformEnum.ROCM
+
+    def is_hip(self) -> bool:
+        """Another spelling of ``is_rocm()``."""
+        return self.is_rocm()
+
+    def is_hpu(self) -> bool:
+        """False: no platform of this runtime is an HPU (``PlatformEnum`` has no such member)."""
+        return False
+
+    def is_device_type(self, device_type: str | None) -> bool:
+        """Whether ``device_type`` (``torch.device.type``) is this platform's ``device_type``."""
+        return device_type == self.device_type
+
+    @classmethod
+    def _cuda_capability(cls) -> tuple[int, int] | None:
+        if cls._enum is not PlatformEnum.CUDA:
+            return None
+        major, minor = require_torch("the CUDA architecture checks").cuda.get_device_capability()
+        return int(major), int(minor)
+
+    @classmethod
+    def is_blackwell(cls) -> bool:
+        """The built-in CUDA platform on a compute capability 10.x device (current device)."""
+        capability = cls._cuda_capability()
+        return capability is not None and capability[0] == 10
+
+    @classmethod
+    def is_hopper(cls) -> bool:
+        """The built-in CUDA platform on a compute capability 9.0 device (current device)."""
+        return cls._cuda_capability() == (9, 0)
+
+    @classmethod
+    def is_sm120(cls) -> bool:
+        """The built-in CUDA platform on a compute capability 12.x device (current device)."""
+        capability = cls._cuda_capability()
+        return capability is not None and capability[0] == 12
+
+    @classmethod
+    def is_gfx1151(cls) -> bool:
+        """The built-in ROCm platform on a gfx1151 (Strix Halo) GPU; False everywhere else."""
+        return False
+
+    @classmethod
+    def is_amp_supported(cls) -> bool:
+        """Whether ``torch.autocast`` works on the device."""
+        return True
+
+    @classmethod
+    def is_float64_supported(cls) -> bool:
+        """Whether the device computes in float64."""
+        return True
+
+    # -- quantisation ops ---------------------------------------------------------------------
+    @classmethod
+    def get_modelopt_fp4_quantize_op(cls) -> Callable[..., Any] | None:
+        """The function that quantizes activations to ModelOpt NVFP4; None: not on this
+        device (the runtime then does not run NVFP4 checkpoints' quantized path)."""
+        return None
+
+    @classmethod
+    def get_modelopt_fp4_gemm_op(cls) -> tuple[Callable[..., Any] | None, str | None]:
+        """``(gemm, backend)``: the NVFP4 matrix multiply and the backend name to pass it;
+        ``(None, None)``: none on this device."""
+        return None, None
+
+    @classmethod
+    def get_modelopt_flashinfer_fp4_backend(cls) -> str:
+        """The FlashInfer FP4 GEMM backend to request; ``"auto"`` lets FlashInfer choose."""
+        return "auto"
+
     # -- devices ------------------------------------------------------------------------------
     def get_device(self, local_rank: int) -> Any:
         if self.is_out_of_tree():
@@ -144,6 +270,15 @@ class Platform(DeviceMixin):
     def get_local_torch_device(self) -> Any:
         """The device of this worker (``LOCAL_RANK``)."""
         raise _oot_missing("get_local_torch_device()")
+
+    def set_device(self, device: Any) -> None:
+        """Make ``device`` current through torch's module for its type
+        (``torch.get_device_module(device)``, a registered PrivateUse1 module included)."""
+        require_torch("set_device()").get_device_module(device).set_device(device)
+
+    def tensor_on_device(self, t: Any) -> bool:
+        """Whether tensor ``t`` lives on this platform's kind of device."""
+        return self.is_device_type(t.device.type)
 
     def get_available_gpu_memory(
         self,
@@ -175,8 +310,10 @@ class Platform(DeviceMixin):
         return backend
 
     def supports_distributed_device_id(self) -> bool:
-        """Whether ``init_process_group`` may be given ``device_id=``."""
-        return self._enum in (PlatformEnum.CUDA, PlatformEnum.ROCM)
+        """Whether ``init_process_group`` may be given ``device_id=``: not for out-of-tree
+        platforms (override it when the backend binds a group to a device), MPS, MUSA, NPU, CPU
+        or XPU."""
+        return self._enum not in _NO_DISTRIBUTED_DEVICE_ID
 
     @classmethod
     def get_device_communicator_cls(cls) -> str:
@@ -221,9 +358,25 @@ class Platform(DeviceMixin):
         return current.to_int() >= capability
 
     # -- models and compilation ---------------------------------------------------------------
-    def get_attn_backend_cls_str(self, selected_backend: Any, head_size: int, dtype: Any) -> str:
-        """Qualified name of the attention backend class; "" lets the runtime choose."""
+    def get_attn_backend_cls_str(
+        self, selected_backend: AttentionBackendEnum | None, head_size: int, dtype: Any
+    ) -> str:
+        """Qualified name of the attention backend class for ``selected_backend`` (None: the
+        user chose none), ``head_size`` and ``dtype``; "" lets the runtime choose."""
         return ""
+
+    def get_attn_backend(self, *args: Any, **kwargs: Any) -> Any:
+        """The class ``get_attn_backend_cls_str(*args, **kwargs)`` names, imported.
+
+        ``ValueError`` when the answer is "" (the runtime chooses: there is no class to import).
+        """
+        qualname = self.get_attn_backend_cls_str(*args, **kwargs)
+        if not qualname:
+            raise ValueError(
+                f"{type(self).__qualname__}.get_attn_backend_cls_str() answered '' (the runtime "
+                "chooses the attention backend), so there is no class to import"
+            )
+        return pkgutil.resolve_name(qualname)
 
     def verify_model_arch(self, model_arch: str) -> None:
         """Raise if this platform cannot run ``model_arch``; every model is accepted here."""
