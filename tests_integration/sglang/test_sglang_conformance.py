@@ -1,4 +1,6 @@
-"""Conformance: demo-cpu's adapters answer every name they do not override as SGLang's base does.
+"""Conformance: cardcage's SRT contract against SGLang 0.5.23's own classes.
+
+demo-cpu's adapters answer every name they do not override as SGLang's base does.
 
 For the SRT and the diffusion adapter SGLang 0.5.23 selects, the probe walks SGLang's base class
 (its MRO up to ``object``) and, for every public name the vendor's classes do not define, compares
@@ -9,25 +11,33 @@ vendor's classes are the vendor class's MRO outside cardcage's abstract base: de
 vendor's choice). The identity methods (``is_cuda()``, ``is_cpu()``, ``is_out_of_tree()``, ...) are
 called on the adapter and on an SGLang-native OOT platform built on the same base, and must agree.
 
+demo-cpu declares ``capabilities`` (SGLang 0.5.23's name), so the adapter maps no name of
+SGLang's base any more: its own declaration reaches SGLang as SGLang's struct.
+
+A vendor still written with the seed's names (``support_cuda_graph()``,
+``get_mha_kv_pool_cls()``) is selected by SGLang and must see its answers in SGLang's
+``capabilities`` and ``get_kv_pool_cls()``.
+
 Run by the nox session ``scenario-sglang``; see ``sglang_scenario.py``.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
-from sglang_scenario import ALL_VENDORS, needs_sites, start_diffusion, start_srt, step
+from sglang_scenario import ALL_VENDORS, env, needs_sites, start_diffusion, start_srt, step
+
+from cardcage.hooks.testing import write_distribution
 
 pytestmark = needs_sites
 
-# Names SGLang's base defines that the adapter maps on purpose, each checked on its own below.
-MAPPED = {
-    # demo-cpu declares support_cuda_graph()/support_piecewise_cuda_graph() (the seed's names);
-    # SGLang 0.5.23 reads capabilities.graph_capture/piecewise_graph instead.
-    "srt": {"capabilities"},
-    "diffusion": set(),
-}
+# Names SGLang's base defines that the adapter maps on purpose: none. demo-cpu declares its
+# capabilities, a name of its own, converted to SGLang's struct (checked on its own below).
+MAPPED: dict[str, set[str]] = {"srt": set(), "diffusion": set()}
 
 
 def _conformance(runtime: str) -> dict[str, Any]:
@@ -63,12 +73,129 @@ def test_identity_methods_answer_as_an_sglang_out_of_tree_platform(runtime: str)
     assert len(result["identity"]) >= 10
 
 
-def test_srt_capabilities_come_from_demo_cpus_capability_methods() -> None:
-    capabilities = _conformance("srt")["capabilities"]
-    # SGLang's own Struct type, its fields from support_cuda_graph() and
-    # support_piecewise_cuda_graph() (both False on demo-cpu), every other field SGLang's default.
+def test_srt_capabilities_are_demo_cpus_declaration_as_sglangs_struct() -> None:
+    result = _conformance("srt")
+    capabilities = result["capabilities"]
+    # demo-cpu declares capabilities = PlatformCapabilities(...) (cardcage's class, all False);
+    # SGLang reads its own Struct type, with the same fields.
+    assert "capabilities" in result["vendor_names"]
     assert capabilities["type"] == capabilities["sglang_type"]
     assert capabilities["type"] == "sglang.srt.platforms.interface.PlatformCapabilities"
-    assert capabilities["fields"] == capabilities["sglang_fields"]
-    assert capabilities["fields"]["graph_capture"] is False
-    assert capabilities["fields"]["piecewise_graph"] is False
+    assert capabilities["fields"] == dict.fromkeys(capabilities["sglang_fields"], False)
+
+
+def _run(
+    script: str, *args: str, pythonpath: str = "", **extra: str
+) -> subprocess.CompletedProcess[str]:
+    environment = env([], extra)
+    environment["PYTHONPATH"] = pythonpath
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+# -- a vendor written with the seed's names, selected by SGLang 0.5.23 ---------------------------
+
+LEGACY_VENDOR = """
+from cardcage.platforms.device_mixin import PlatformEnum
+from cardcage.platforms.host import host_qualname
+from cardcage.platforms.interface import SRTPlatform
+
+
+class LegacyMhaPool:
+    pass
+
+
+class LegacySRTPlatform(SRTPlatform):
+    _enum = PlatformEnum.OOT
+    device_name = "legacy"
+    device_type = "cpu"
+
+    def support_cuda_graph(self):
+        return True
+
+    def support_piecewise_cuda_graph(self):
+        return False
+
+    def get_mha_kv_pool_cls(self):
+        return LegacyMhaPool
+
+
+def activate():
+    return host_qualname("cclegacy_vendor:LegacySRTPlatform")
+"""
+
+LEGACY_PROBE = """
+import json, logging, warnings
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+warnings.simplefilter("always")
+import sglang  # SGLang's selection resolves the platform (SGLANG_PLATFORM=legacy)
+from sglang.srt import platforms
+from sglang.srt.platforms.interface import PlatformCapabilities, SRTPlatform
+from sglang.srt.utils.common import support_triton
+
+platform = platforms.current_platform
+capabilities = platform.capabilities
+print(json.dumps({
+    "adapter": type(platform).__module__,
+    "sglang_struct": type(capabilities) is PlatformCapabilities,
+    "fields": {f: getattr(capabilities, f) for f in capabilities.__struct_fields__},
+    "support_triton": support_triton("triton"),
+    "sglangs_get_kv_pool_cls": type(platform).get_kv_pool_cls is SRTPlatform.get_kv_pool_cls,
+    "pools": {
+        kind: getattr(platform.get_kv_pool_cls(kind=kind), "__name__", None)
+        for kind in ("mha", "mla", "dsa")
+    },
+    "mla_alias_visible": hasattr(platform, "get_mla_kv_pool_cls"),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def legacy(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    site = tmp_path_factory.mktemp("legacy-site")
+    write_distribution(
+        site,
+        "cc-legacy-vendor",
+        entry_points={"sglang.srt.platforms": {"legacy": "cclegacy_vendor:activate"}},
+        modules={"cclegacy_vendor": LEGACY_VENDOR},
+    )
+    done = _run(LEGACY_PROBE, pythonpath=str(site), SGLANG_PLATFORM="legacy")
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_old_capability_methods_reach_sglangs_capabilities(
+    legacy: tuple[dict[str, Any], str],
+) -> None:
+    report, _ = legacy
+    assert report["adapter"] == "cardcage.platforms.sglang_adapters"
+    assert report["sglang_struct"] is True
+    assert report["fields"] == {
+        "supports_triton": False,
+        "graph_capture": True,  # support_cuda_graph() -> True
+        "piecewise_graph": False,  # support_piecewise_cuda_graph() -> False
+        "hicache_device_kernels": False,
+        "supports_pynccl": False,
+    }
+    assert report["support_triton"] is False  # SGLang's own reader of the struct
+
+
+def test_an_old_kv_pool_factory_is_served_by_sglangs_get_kv_pool_cls(
+    legacy: tuple[dict[str, Any], str],
+) -> None:
+    report, stderr = legacy
+    assert report["sglangs_get_kv_pool_cls"] is True
+    assert report["pools"] == {"mha": "LegacyMhaPool", "mla": None, "dsa": None}
+    # cardcage's base keeps the other old factories as aliases; SGLang must not see them.
+    assert report["mla_alias_visible"] is False
+    # Both warnings: cardcage's when the class is defined, SGLang's when it serves the kind.
+    assert "PlatformDeprecationWarning: LegacySRTPlatform.get_mha_kv_pool_cls() is the seed's" in (
+        stderr
+    )
+    assert "PlatformDeprecationWarning: LegacySRTPlatform.support_cuda_graph()" in stderr
+    assert "LegacySRTPlatform.get_mha_kv_pool_cls() is deprecated and will be removed" in stderr

@@ -288,7 +288,8 @@ def test_get_cpu_architecture_is_callable_on_an_instance(monkeypatch: pytest.Mon
         ("get_device_uuid", ()),
         ("get_device_capability", ()),
         ("get_available_memory", ()),
-        ("get_torch_distributed_backend_str", ()),
+        ("get_torch_profiler_activity_str", ()),
+        ("get_torch_profiler_activity", ()),
     ],
 )
 def test_unimplemented_device_operations_raise_not_implemented_error(

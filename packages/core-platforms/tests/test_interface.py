@@ -21,7 +21,7 @@ from cardcage.platforms.cpu import CpuSRTPlatform
 from cardcage.platforms.cuda import CudaSRTPlatform
 from cardcage.platforms.device_mixin import DeviceMixin, PlatformEnum
 from cardcage.platforms.errors import TorchNotInstalledError
-from cardcage.platforms.interface import SRTPlatform
+from cardcage.platforms.interface import PlatformCapabilities, SRTPlatform
 from cardcage.platforms.rocm import RocmSRTPlatform
 from cardcage.platforms.xpu import XpuSRTPlatform
 
@@ -35,15 +35,13 @@ without_torch = pytest.mark.skipif(
     TORCH_INSTALLED, reason="checks the error raised when torch is absent"
 )
 
-FACTORIES = [
-    "get_default_attention_backend",
+# Factories whose default is "no platform opinion" (None): the runtime uses its own class.
+NONE_FACTORIES = [
     "get_graph_runner_cls",
-    "get_mha_kv_pool_cls",
-    "get_mla_kv_pool_cls",
-    "get_dsa_kv_pool_cls",
-    "get_nsa_kv_pool_cls",
+    "get_full_graph_backend_cls",
     "get_paged_allocator_cls",
     "get_piecewise_backend_cls",
+    "get_speculative_cache_locs_fn",
 ]
 
 
@@ -66,18 +64,9 @@ def test_compile_backend_accepts_no_argument() -> None:
     assert SRTPlatform().get_compile_backend() == "inductor"
 
 
-def test_base_capability_flags_are_conservative() -> None:
-    base = SRTPlatform()
-
-    assert (
-        base.supports_fp8(),
-        base.support_cuda_graph(),
-        base.support_piecewise_cuda_graph(),
-    ) == (
-        False,
-        False,
-        False,
-    )
+def test_base_capabilities_are_conservative() -> None:
+    assert SRTPlatform().capabilities == PlatformCapabilities()
+    assert not any(SRTPlatform.capabilities.as_dict().values())
 
 
 def test_base_pin_memory_is_the_device_mixin_default_false() -> None:
@@ -120,21 +109,14 @@ def test_base_identity_is_unspecified_and_not_out_of_tree() -> None:
     assert (base._enum, base.is_out_of_tree()) == (PlatformEnum.UNSPECIFIED, False)
 
 
-@pytest.mark.parametrize("factory", FACTORIES)
-def test_base_factories_raise_not_implemented_error(factory: str) -> None:
+@pytest.mark.parametrize("factory", NONE_FACTORIES)
+def test_base_factories_answer_none_meaning_the_runtimes_own(factory: str) -> None:
+    assert getattr(SRTPlatform(), factory)() is None
+
+
+def test_base_default_attention_backend_raises_not_implemented_error() -> None:
     with pytest.raises(NotImplementedError):
-        getattr(SRTPlatform(), factory)()
-
-
-def test_nsa_kv_pool_delegates_to_the_dsa_override() -> None:
-    class Pool:
-        pass
-
-    class Vendor(SRTPlatform):
-        def get_dsa_kv_pool_cls(self) -> type:
-            return Pool
-
-    assert Vendor().get_nsa_kv_pool_cls() is Pool
+        SRTPlatform().get_default_attention_backend()
 
 
 def test_compile_backend_override_receives_the_mode() -> None:
@@ -197,19 +179,51 @@ def test_vendor_mixin_pin_memory_answer_wins_in_either_base_order(bases: tuple[t
 # -- P10: built-in flag matrix and identities ------------------------------------------------------
 
 
+ALL_CAPABILITIES = PlatformCapabilities(
+    supports_triton=True,
+    graph_capture=True,
+    piecewise_graph=True,
+    hicache_device_kernels=True,
+    supports_pynccl=True,
+)
+
+
+@pytest.mark.parametrize(
+    ("cls", "capabilities"),
+    [
+        (CudaSRTPlatform, ALL_CAPABILITIES),
+        (RocmSRTPlatform, ALL_CAPABILITIES),
+        (CpuSRTPlatform, PlatformCapabilities(graph_capture=True)),
+        (
+            XpuSRTPlatform,
+            PlatformCapabilities(supports_triton=True, graph_capture=True, piecewise_graph=True),
+        ),
+    ],
+    ids=["cuda", "rocm", "cpu", "xpu"],
+)
+def test_builtin_capabilities_are_sglang_0_5_23s(
+    cls: type[SRTPlatform], capabilities: PlatformCapabilities
+) -> None:
+    # As SGLang 0.5.23's CudaSRTPlatform, RocmSRTPlatform, CpuSRTPlatform and XpuSRTPlatform.
+    assert (cls.capabilities, cls().capabilities) == (capabilities, capabilities)
+
+
+@pytest.mark.filterwarnings("ignore::cardcage.platforms.errors.PlatformDeprecationWarning")
 @pytest.mark.parametrize(
     ("cls", "flags"),
     [
         (CudaSRTPlatform, (True, True, True)),
-        (RocmSRTPlatform, (False, False, False)),
-        (CpuSRTPlatform, (False, False, False)),
+        (RocmSRTPlatform, (False, True, True)),
+        (CpuSRTPlatform, (False, True, False)),
         (XpuSRTPlatform, (False, True, True)),
     ],
     ids=["cuda", "rocm", "cpu", "xpu"],
 )
-def test_builtin_fp8_graph_and_piecewise_flags(
+def test_builtin_seed_flags_answer_from_the_capabilities(
     cls: type[SRTPlatform], flags: tuple[bool, ...]
 ) -> None:
+    # The seed's names, deprecated: supports_fp8() keeps the seed's answer (True on CUDA only),
+    # the graph flags read capabilities.graph_capture and capabilities.piecewise_graph.
     platform = cls()
 
     assert (

@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 from cardcage.hooks.snapshot import PluginEntryPoint, entry_point_snapshot
-from cardcage.platforms.interface import SRTPlatform
+from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 from cardcage.platforms.selection import load_platform_class, select_platform
 from cardcage.platforms.srt import srt_policy
 from cardcage_demo_cpu import ENTRY_POINT_NAME, PLATFORM_QUALNAME
@@ -24,9 +26,7 @@ without_torch = pytest.mark.skipif(
 
 CLASS_FACTORIES = [
     "get_graph_runner_cls",
-    "get_mha_kv_pool_cls",
-    "get_mla_kv_pool_cls",
-    "get_dsa_kv_pool_cls",
+    "get_full_graph_backend_cls",
     "get_paged_allocator_cls",
     "get_piecewise_backend_cls",
 ]
@@ -71,12 +71,27 @@ def test_identity_is_out_of_tree_not_the_builtin_cpu() -> None:
     assert (platform.device_name, platform.device_type) == ("demo_cpu", "cpu")
 
 
-def test_capability_flags_are_all_off() -> None:
+def test_capabilities_are_all_off() -> None:
     platform = DemoCpuSRTPlatform()
-    assert not platform.supports_fp8()
-    assert not platform.support_cuda_graph()
-    assert not platform.support_piecewise_cuda_graph()
+    assert platform.capabilities == PlatformCapabilities()
+    assert not any(platform.capabilities.as_dict().values())
     assert not platform.is_pin_memory_available()
+
+
+def test_the_platform_uses_only_sglang_0_5_23_names() -> None:
+    # A name of the seed's contract that SGLang 0.5.23 no longer reads (support_cuda_graph(),
+    # get_mha_kv_pool_cls(), ...) would warn when the class is defined: here that is an error.
+    script = "import warnings; warnings.simplefilter('error')\nimport cardcage_demo_cpu.platform\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "capabilities" in vars(DemoCpuSRTPlatform)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla", "dsa"])
+def test_every_kv_pool_is_the_runtimes_own(kind: KVPoolKind) -> None:
+    assert DemoCpuSRTPlatform().get_kv_pool_cls(kind=kind) is None
 
 
 @pytest.mark.parametrize("mode", [None, "default", "max-autotune"])
@@ -89,8 +104,7 @@ def test_factories_name_portable_torch_backends(mode: str | None) -> None:
 
 @pytest.mark.parametrize("factory", CLASS_FACTORIES)
 def test_runtime_class_factories_are_left_to_the_runtime(factory: str) -> None:
-    with pytest.raises(NotImplementedError):
-        getattr(DemoCpuSRTPlatform(), factory)()
+    assert getattr(DemoCpuSRTPlatform(), factory)() is None
 
 
 def test_quantization_is_refused_with_the_fix() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +13,7 @@ from gpu_support import NVIDIA_GPU, needs_gpu
 from cardcage.hooks.snapshot import PluginEntryPoint, entry_point_snapshot
 from cardcage.platforms.device_mixin import DeviceCapability
 from cardcage.platforms.errors import PlatformUnavailableError, TorchNotInstalledError
-from cardcage.platforms.interface import SRTPlatform
+from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 from cardcage.platforms.selection import load_platform_class
 from cardcage.platforms.srt import srt_policy
 from cardcage_demo_cuda import ENTRY_POINT_NAME, PLATFORM_QUALNAME
@@ -27,9 +29,7 @@ cpu_only_torch = pytest.mark.skipif(
 
 CLASS_FACTORIES = [
     "get_graph_runner_cls",
-    "get_mha_kv_pool_cls",
-    "get_mla_kv_pool_cls",
-    "get_dsa_kv_pool_cls",
+    "get_full_graph_backend_cls",
     "get_paged_allocator_cls",
     "get_piecewise_backend_cls",
 ]
@@ -62,11 +62,23 @@ def test_identity_is_out_of_tree_even_for_cuda_hardware() -> None:
     assert (platform.device_name, platform.device_type) == ("demo_cuda", "cuda")
 
 
-def test_graph_flags_are_on() -> None:
+def test_capabilities_claim_triton_and_pynccl_but_no_graphs() -> None:
     platform = DemoCudaSRTPlatform()
-    assert platform.support_cuda_graph()
-    assert platform.support_piecewise_cuda_graph()
+    assert platform.capabilities == PlatformCapabilities(supports_triton=True, supports_pynccl=True)
+    # An out-of-tree platform that claims graphs must return its own runner and backend.
+    assert not platform.capabilities.graph_capture
+    assert platform.get_graph_runner_cls() is None
     assert platform.is_pin_memory_available()
+
+
+def test_the_platform_uses_only_sglang_0_5_23_names() -> None:
+    # A name of the seed's contract that SGLang 0.5.23 no longer reads (supports_fp8(),
+    # support_cuda_graph(), ...) would warn when the class is defined: here that is an error.
+    script = "import warnings; warnings.simplefilter('error')\nimport cardcage_demo_cuda.platform\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize(
@@ -77,8 +89,15 @@ def test_fp8_and_attention_follow_the_compute_capability(
     capability: tuple[int, int], fp8: bool, attention: str
 ) -> None:
     platform = _with_capability(*capability)
-    assert platform.supports_fp8() is fp8
+    assert platform.has_fp8_tensor_cores() is fp8
     assert platform.get_default_attention_backend() == attention
+
+
+def test_fp8_quantization_is_refused_below_sm_8_9_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"'fp8': fp8 needs compute capability 8\.9 or later"):
+        _with_capability(8, 0).get_quantization_config("fp8")
+    assert _with_capability(8, 0).get_quantization_config("awq") is None
+    assert _with_capability(9, 0).get_quantization_config("fp8") is None
 
 
 @pytest.mark.parametrize("mode", [None, "max-autotune"])
@@ -86,14 +105,17 @@ def test_compile_and_dispatch_use_the_cuda_paths(mode: str | None) -> None:
     platform = DemoCudaSRTPlatform()
     assert platform.get_compile_backend(mode) == "inductor"
     assert platform.get_dispatch_key_name() == "cuda"
-    assert platform.get_quantization_config("fp8") is None
     assert platform.get_torch_distributed_backend_str() == "nccl"
 
 
 @pytest.mark.parametrize("factory", CLASS_FACTORIES)
 def test_runtime_class_factories_are_left_to_the_runtime(factory: str) -> None:
-    with pytest.raises(NotImplementedError):
-        getattr(DemoCudaSRTPlatform(), factory)()
+    assert getattr(DemoCudaSRTPlatform(), factory)() is None
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla", "dsa"])
+def test_every_kv_pool_is_the_runtimes_own(kind: KVPoolKind) -> None:
+    assert DemoCudaSRTPlatform().get_kv_pool_cls(kind=kind) is None
 
 
 def test_server_args_defaults_fill_what_is_unset() -> None:
@@ -159,5 +181,5 @@ def test_capability_driven_answers_on_the_real_gpu() -> None:
     capability = platform.get_device_capability()
     assert capability is not None
     assert capability >= (7, 0)
-    assert platform.supports_fp8() is (capability >= (8, 9))
+    assert platform.has_fp8_tensor_cores() is (capability >= (8, 9))
     assert platform.get_default_attention_backend() in {"fa3", "flashinfer"}

@@ -19,7 +19,7 @@ import logging
 import os
 from typing import Any
 
-from cardcage.platforms.interface import SRTPlatform
+from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 
 from .device import DemoCpuDeviceMixin
 from .envs import CARDCAGE_DEMO_CPU_THREADS
@@ -38,8 +38,18 @@ def usable_cpu_count() -> int:
 
 
 class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
-    """The host CPU through torch's portable kernels: no graphs, no fp8, no quantization."""
+    """The host CPU through torch's portable kernels: no graphs, no Triton, no quantization."""
 
+    #: What the runtime may rely on, read before it builds anything (SGLang 0.5.23's
+    #: ``PlatformCapabilities``). Every field is False by default, the conservative answer; each
+    #: is spelled out so you see what to claim for your device.
+    capabilities = PlatformCapabilities(
+        supports_triton=False,  # Triton cannot launch on this device: torch-native allocator
+        graph_capture=False,  # no decode graphs: apply_server_args_defaults() disables them
+        piecewise_graph=False,  # no piecewise compilation backend either
+        hicache_device_kernels=False,  # no hierarchical-cache transfer kernels
+        supports_pynccl=False,  # gloo, not NCCL
+    )
     #: Quantization methods ``verify_quantization`` accepts; none have CPU kernels here.
     supported_quantization: tuple[str, ...] = ()
 
@@ -85,16 +95,6 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
         self.intra_op_threads = torch.get_num_threads()
         logger.debug("%s.init_backend(): torch intra-op threads = %d", self, threads)
 
-    # -- capability flags -------------------------------------------------------------------
-    def supports_fp8(self) -> bool:
-        return False
-
-    def support_cuda_graph(self) -> bool:
-        return False
-
-    def support_piecewise_cuda_graph(self) -> bool:
-        return False
-
     # -- subsystem factories ----------------------------------------------------------------
     def get_default_attention_backend(self) -> str:
         """torch's scaled-dot-product attention: portable, needs no custom kernels."""
@@ -107,6 +107,12 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
     def get_dispatch_key_name(self) -> str:
         """``native``: multi-platform ops run their portable ``forward_native()``."""
         return "native"
+
+    def get_kv_pool_cls(self, *, kind: KVPoolKind) -> type | None:
+        """None for every kind ("mha", "mla", "dsa"): the runtime's own pool, which allocates on
+        ``device_type`` and is correct for any torch device. Return a subclass of the runtime's
+        pool for ``kind`` when your device needs its own storage layout."""
+        return None
 
     def get_quantization_config(self, quantization: str) -> type | None:
         """No hardware-specific configs: raise for what we cannot run, else the default."""
@@ -122,7 +128,8 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
                 "Drop --quantization or select another platform with SGLANG_PLATFORM."
             )
 
-    # The class factories (get_graph_runner_cls, get_mha/mla/dsa_kv_pool_cls,
-    # get_paged_allocator_cls, get_piecewise_backend_cls) return runtime classes. This device
-    # captures no graphs and uses the runtime's default pools, so it keeps SRTPlatform's
-    # NotImplementedError; override them when your device needs its own.
+    # The other class factories (get_graph_runner_cls, get_piecewise_backend_cls,
+    # get_paged_allocator_cls, get_full_graph_backend_cls and the speculative-decoding ones)
+    # return runtime classes. This device captures no graphs and keeps the runtime's allocator,
+    # so it inherits SRTPlatform's None ("the runtime's own"). An out-of-tree platform that
+    # declares graph_capture or piecewise_graph must return its own runner or backend there.

@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from cardcage.platforms.errors import PlatformUnavailableError, TorchNotInstalledError
-from cardcage.platforms.interface import SRTPlatform
+from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 
 from . import ENTRY_POINT_NAME
 from .device import DemoCudaDeviceMixin
@@ -73,7 +73,17 @@ def prepare_cuda_worker(platform: DemoCudaDeviceMixin, *, selector_env: str) -> 
 
 
 class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
-    """NVIDIA GPUs: CUDA graphs, piecewise graphs, fp8 from SM 8.9."""
+    """NVIDIA GPUs: Triton kernels and PyNccl, fp8 quantization from SM 8.9, no own graphs."""
+
+    #: What the runtime may rely on (SGLang 0.5.23's ``PlatformCapabilities``; every field not
+    #: named stays False). Graph capture and piecewise graphs stay off: for an out-of-tree
+    #: platform the runtime builds them only from the platform's own ``get_graph_runner_cls()``
+    #: and ``get_piecewise_backend_cls()``, which this demo does not provide, so decoding runs
+    #: eagerly. Set them when you return your own runner and backend there.
+    capabilities = PlatformCapabilities(
+        supports_triton=True,  # Triton kernels launch on NVIDIA GPUs
+        supports_pynccl=True,  # NCCL for model-parallel groups
+    )
 
     # -- lifecycle --------------------------------------------------------------------------
     def apply_server_args_defaults(self, server_args: Any) -> None:
@@ -94,16 +104,21 @@ class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
         fix when torch cannot use a GPU, bind ``LOCAL_RANK``'s GPU, apply the TF32 setting."""
         prepare_cuda_worker(self, selector_env="SGLANG_PLATFORM")
 
-    # -- capability flags -------------------------------------------------------------------
-    def supports_fp8(self) -> bool:
+    # -- what the GPU can do ----------------------------------------------------------------
+    def has_fp8_tensor_cores(self) -> bool:
+        """True from SM 8.9 (Ada Lovelace) on. SGLang 0.5.23 asks no platform about fp8, so this
+        is the demo's own helper behind ``verify_quantization()``, not a contract method."""
         capability = self.get_device_capability()
         return capability is not None and capability >= _FP8_SINCE
 
-    def support_cuda_graph(self) -> bool:
-        return True
-
-    def support_piecewise_cuda_graph(self) -> bool:
-        return True
+    def verify_quantization(self, quant: str) -> None:
+        """[Planned] Refuse an fp8 method on a GPU without fp8 tensor cores."""
+        if "fp8" in quant and not self.has_fp8_tensor_cores():
+            raise ValueError(
+                f"{self.device_name} cannot run quantization {quant!r}: fp8 needs compute "
+                f"capability {_FP8_SINCE[0]}.{_FP8_SINCE[1]} or later, and this GPU has "
+                f"{self.get_device_capability()}. Choose another --quantization."
+            )
 
     # -- subsystem factories ----------------------------------------------------------------
     def get_default_attention_backend(self) -> str:
@@ -120,10 +135,18 @@ class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
         return "cuda"
 
     def get_quantization_config(self, quantization: str) -> type | None:
-        """None: the runtime's default config serves every method this device supports."""
+        """None, the runtime's default config, for every method the GPU can run; raises for an
+        fp8 method below SM 8.9 (``verify_quantization()``)."""
+        self.verify_quantization(quantization)
         return None
 
-    # The class factories (get_graph_runner_cls, get_mha/mla/dsa_kv_pool_cls,
-    # get_paged_allocator_cls, get_piecewise_backend_cls) return runtime classes; this demo
-    # relies on the runtime's CUDA defaults and keeps SRTPlatform's NotImplementedError.
-    # Override them when your device needs its own.
+    def get_kv_pool_cls(self, *, kind: KVPoolKind) -> type | None:
+        """None for every kind ("mha", "mla", "dsa"): the runtime's own pool, which allocates on
+        ``device_type`` ("cuda"). Return a subclass of the runtime's pool for ``kind`` when your
+        device needs its own storage layout."""
+        return None
+
+    # The other class factories (get_graph_runner_cls, get_piecewise_backend_cls,
+    # get_paged_allocator_cls and the speculative-decoding ones) keep SRTPlatform's None, "the
+    # runtime's own": the paged allocator then uses Triton (capabilities.supports_triton), and
+    # no graphs are captured (see capabilities above).

@@ -11,11 +11,12 @@ import gc
 import os
 import platform as _platform
 import resource
+import sys
 from typing import Any
 
 from ._torch import require_torch
 from .device_mixin import DeviceCapability, DeviceMixin, PlatformEnum
-from .interface import SRTPlatform
+from .interface import PlatformCapabilities, SRTPlatform
 
 __all__ = ["CpuDeviceMixin", "CpuSRTPlatform"]
 
@@ -77,6 +78,13 @@ class CpuDeviceMixin(DeviceMixin):
     def empty_cache(self) -> None:
         gc.collect()
 
+    def synchronize(self) -> None:
+        """``torch.cpu.synchronize()`` when this process has imported torch (CPU work is
+        synchronous, so it returns at once); nothing to wait for otherwise."""
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.cpu.synchronize()
+
     def get_torch_distributed_backend_str(self) -> str:
         return "gloo"
 
@@ -85,7 +93,10 @@ class CpuDeviceMixin(DeviceMixin):
 
 
 class CpuSRTPlatform(CpuDeviceMixin, SRTPlatform):
-    """CPU execution: no graphs, no fp8, no pinned memory."""
+    """CPU execution: graphs (the runtime's CPU graph runner compiles instead of capturing), no
+    Triton, no pinned memory."""
+
+    capabilities = PlatformCapabilities(graph_capture=True)
 
     def get_default_attention_backend(self) -> str:
         return "torch_native"

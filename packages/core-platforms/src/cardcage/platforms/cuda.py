@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
+from . import _contract
 from ._torch import require_torch
 from .device_mixin import DeviceCapability, DeviceMixin, PlatformEnum
-from .interface import SRTPlatform
+from .interface import PlatformCapabilities, SRTPlatform
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["CudaDeviceMixin", "CudaSRTPlatform"]
+
+logger = logging.getLogger(__name__)
 
 
 class CudaDeviceMixin(DeviceMixin):
@@ -59,23 +68,57 @@ class CudaDeviceMixin(DeviceMixin):
     def is_pin_memory_available(self, device: Any = None) -> bool:
         return str(device) != "cpu"
 
+    @contextmanager
+    def reindex_device_id(self, device_id: int) -> Iterator[int]:
+        """Within the block, ``CUDA_VISIBLE_DEVICES`` shows only physical device ``device_id``
+        (counted in the current ``CUDA_VISIBLE_DEVICES`` when it is set), which becomes logical
+        device 0; the variable is restored afterwards, also when the block raises. Warns when
+        ``CUDA_DEVICE_ORDER`` is not ``PCI_BUS_ID``, since the ids then depend on CUDA's order.
+        """
+        if os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            logger.warning(
+                "CUDA_DEVICE_ORDER is not PCI_BUS_ID, so device ids follow CUDA's own order; "
+                "set CUDA_DEVICE_ORDER=PCI_BUS_ID to make them stable."
+            )
+        original = os.environ.get("CUDA_VISIBLE_DEVICES")
+        visible = [d for d in original.split(",") if d.strip()] if original else []
+        if visible and not 0 <= device_id < len(visible):
+            raise IndexError(
+                f"reindex_device_id({device_id}): CUDA_VISIBLE_DEVICES={original!r} lists "
+                f"{len(visible)} device(s); ask for one of 0..{len(visible) - 1}."
+            )
+        chosen = visible[device_id].strip() if visible else str(device_id)
+        os.environ["CUDA_VISIBLE_DEVICES"] = chosen
+        logger.debug("CUDA_VISIBLE_DEVICES=%s for device %d", chosen, device_id)
+        try:
+            yield 0
+        finally:
+            if original is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = original
+
     @classmethod
     def seed_everything(cls, seed: int | None = None) -> None:
+        """Seed ``random``, numpy, torch and every CUDA device (torch seeds the devices lazily,
+        so this works before CUDA is initialised and on a machine without a GPU)."""
         super().seed_everything(seed)
         if seed is not None:
-            torch = require_torch("seed_everything()")
-            if torch.cuda.is_available():
-                torch.cuda.manual_seed_all(seed)
+            require_torch("seed_everything()").cuda.manual_seed_all(seed)
 
 
 class CudaSRTPlatform(CudaDeviceMixin, SRTPlatform):
-    """NVIDIA GPUs: CUDA graphs, piecewise graphs and fp8."""
+    """NVIDIA GPUs: Triton, decode and piecewise graphs, HiCache kernels and PyNccl."""
+
+    capabilities = PlatformCapabilities(
+        supports_triton=True,
+        graph_capture=True,
+        piecewise_graph=True,
+        hicache_device_kernels=True,
+        supports_pynccl=True,
+    )
 
     def supports_fp8(self) -> bool:
-        return True
-
-    def support_cuda_graph(self) -> bool:
-        return True
-
-    def support_piecewise_cuda_graph(self) -> bool:
+        """Deprecated, with no successor in SGLang 0.5.23; True here, the seed's answer."""
+        _contract.warn_deprecated_call(type(self), "supports_fp8")
         return True

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import enum
 import platform as _platform
+from contextlib import contextmanager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from contextlib import AbstractContextManager
 
 __all__ = ["CpuArchEnum", "DeviceCapability", "DeviceMixin", "PlatformEnum"]
@@ -45,6 +48,16 @@ class CpuArchEnum(enum.Enum):
 
 _X86 = frozenset({"x86_64", "amd64", "i386", "i686"})
 _ARM = frozenset({"arm64", "aarch64"})
+
+#: ``device_type`` -> the torch.distributed backend, SGLang 0.5.23's table; anything else: gloo.
+_DISTRIBUTED_BACKENDS = {
+    "cuda": "nccl",
+    "xpu": "xccl",
+    "hpu": "hccl",
+    "cpu": "gloo",
+    "npu": "hccl",
+    "musa": "mccl",
+}
 
 
 class DeviceCapability(NamedTuple):
@@ -121,6 +134,13 @@ class DeviceMixin:
         """[Active] Whether pinned host memory can be used with the device."""
         return False
 
+    @contextmanager
+    def reindex_device_id(self, device_id: int) -> Iterator[int]:
+        """[Active] Within the block, make physical device ``device_id`` the process's logical
+        device and give its logical id (``with platform.reindex_device_id(3) as local: ...``).
+        Nothing to remap by default: the block gets ``device_id`` back."""
+        yield device_id
+
     # -- Planned device operations ------------------------------------------------------------
     def get_device(self, local_rank: int) -> Any:
         """[Planned] The ``torch.device`` for a local rank."""
@@ -147,8 +167,10 @@ class DeviceMixin:
         raise NotImplementedError
 
     def get_torch_distributed_backend_str(self) -> str:
-        """[Planned] The torch.distributed backend ("nccl", "gloo", "hccl", ...)."""
-        raise NotImplementedError
+        """[Planned] The torch.distributed backend ("nccl", "gloo", "hccl", ...): looked up
+        from ``device_type`` (cuda: nccl, xpu: xccl, hpu and npu: hccl, cpu: gloo, musa: mccl),
+        gloo for any other type."""
+        return _DISTRIBUTED_BACKENDS.get(self.device_type, "gloo")
 
     def empty_cache(self) -> None:
         """[Planned] Release cached device memory; nothing to do by default."""
@@ -189,6 +211,11 @@ class DeviceMixin:
 
             torch.manual_seed(seed)
 
+    @cached_property
+    def cpu_arch(self) -> CpuArchEnum:
+        """``get_cpu_architecture()``, asked once per instance."""
+        return self.get_cpu_architecture()
+
     @classmethod
     def get_cpu_architecture(cls) -> CpuArchEnum:
         """[Planned] x86 or ARM, from ``platform.machine()``."""
@@ -198,6 +225,14 @@ class DeviceMixin:
         if machine in _ARM:
             return CpuArchEnum.ARM
         return CpuArchEnum.UNSPECIFIED
+
+    def get_torch_profiler_activity_str(self) -> str:
+        """[Planned] The name of the torch profiler activity for this device ("CUDA", ...)."""
+        raise NotImplementedError
+
+    def get_torch_profiler_activity(self) -> Any:
+        """[Planned] The ``torch.profiler.ProfilerActivity`` for this device."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.device_name})"

@@ -1,8 +1,10 @@
-"""Errors of platform selection; all derive from ``cardcage.hooks.errors.CardcageError``.
+"""Errors of platform selection and of the platform contract; all derive from
+``cardcage.hooks.errors.CardcageError``.
 
 Each also subclasses the builtin SGLang raises in the same place (``RuntimeError`` for selection
-failures, ``TypeError`` for a bad platform class), carries the fields ``cardcage platform`` shows,
-and says what to do.
+failures, ``TypeError`` for a bad platform class, ``NotImplementedError`` for a subsystem an
+out-of-tree platform does not provide), carries the fields ``cardcage platform`` shows, and says
+what to do. ``PlatformDeprecationWarning`` is the warning category of the contract's old names.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ __all__ = [
     "InvalidActivateResultError",
     "InvalidPlatformClassError",
     "MultiplePlatformsError",
+    "OutOfTreeImplementationError",
     "PlatformActivationError",
+    "PlatformContractError",
+    "PlatformDeprecationWarning",
     "PlatformError",
     "PlatformNotFoundError",
     "PlatformReentrancyError",
@@ -24,12 +29,13 @@ __all__ = [
     "SGLangPlatformActivationError",
     "SGLangPlatformClassError",
     "TorchNotInstalledError",
+    "UnknownKVPoolKindError",
     "UnsupportedSelectorError",
 ]
 
 
 class PlatformError(PluginError):
-    """Base of every platform-selection error.
+    """Base of every platform-selection and platform-contract error.
 
     ``selection_record`` holds the ``SelectionRecord`` as far as selection got (candidates seen,
     outcomes) when the error came from the selection engine, else None.
@@ -190,3 +196,83 @@ class TorchNotInstalledError(CardcageError, ImportError):
             f"{operation} needs PyTorch, which is not installed. Install it with "
             "pip install 'cardcage-core-platforms[torch]' (or a torch build for your hardware)."
         )
+
+
+class PlatformContractError(PlatformError, TypeError):
+    """A platform class breaks the SRT contract where it is defined (``SRTPlatform``'s
+    class-definition check): a contract method whose signature cannot take the calls the hosts
+    make, or a ``capabilities`` that is not a ``PlatformCapabilities``.
+
+    Raised while the class statement runs, so importing the vendor's module fails at once, not
+    in a worker when the runtime first calls the method. ``platform_class`` names the class
+    being defined, ``owner`` the class that defines the offending member (the same class, or one
+    of its bases), ``member`` the member; the message ends with the fix.
+    """
+
+    def __init__(
+        self, *, platform_class: str, owner: str, member: str, problem: str, fix: str
+    ) -> None:
+        self.platform_class = platform_class
+        self.owner = owner
+        self.member = member
+        self.problem = problem
+        self.fix = fix
+        where = f"{owner}.{member}" + (
+            f" (inherited by {platform_class})" if owner != platform_class else ""
+        )
+        super().__init__(f"{where}: {problem} {fix}")
+
+
+class OutOfTreeImplementationError(PlatformError, NotImplementedError):
+    """An out-of-tree platform reached a runtime subsystem it does not provide.
+
+    Raised by ``require_out_of_tree_impl`` (the platform answered None, "no opinion", from the
+    factory ``hook``) and ``reject_out_of_tree_path`` (the subsystem has no platform seam at all,
+    ``hook`` is None). A ``NotImplementedError``, as SGLang 0.5.23 raises there.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        platform_class: str,
+        device_name: str,
+        subsystem: str,
+        hook: str | None,
+    ) -> None:
+        self.platform_class = platform_class
+        self.device_name = device_name
+        self.subsystem = subsystem
+        self.hook = hook
+        super().__init__(message)
+
+
+class UnknownKVPoolKindError(PlatformError, KeyError):
+    """``get_kv_pool_cls(kind=...)`` got a kind other than ``"mha"``, ``"mla"`` or ``"dsa"``.
+
+    A ``KeyError``, as SGLang 0.5.23 raises for it, with a message that lists the kinds.
+    """
+
+    def __init__(self, kind: object, kinds: Sequence[str]) -> None:
+        self.kind = kind
+        self.kinds = tuple(kinds)
+        super().__init__(
+            f"get_kv_pool_cls(kind={kind!r}): unknown KV pool kind; the kinds are "
+            + ", ".join(repr(k) for k in self.kinds)
+            + "."
+        )
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0])
+
+
+class PlatformDeprecationWarning(FutureWarning):
+    """A platform class defines, or code calls, a name of the seed's contract that SGLang 0.5.23
+    replaced (``support_cuda_graph()``, ``get_mha_kv_pool_cls()``, ...).
+
+    Each warning names the successor, or says that 0.5.23 has none, and is issued once per class
+    and name. A ``FutureWarning``, shown by default: the people who must act on it are the
+    plugin's authors and the operators who run it (SGLang 0.5.23 logs its own warning for the
+    KV-pool hooks at WARNING level for the same reason). ``-W error::FutureWarning`` turns it
+    into an error in a plugin's CI.
+    """

@@ -1,14 +1,13 @@
 """The built-in ROCm platform: CUDA's device API (torch.cuda on HIP) with its own identity.
 
-Its capability flags stay False, as in SGLang: they are consulted only for out-of-tree
-platforms, and claiming graph support on AMD here would change nothing but mislead readers.
+Its capabilities are CUDA's, as SGLang 0.5.23 declares them for ROCm.
 """
 
 from __future__ import annotations
 
 from .cuda import CudaDeviceMixin
 from .device_mixin import PlatformEnum
-from .interface import SRTPlatform
+from .interface import PlatformCapabilities, SRTPlatform
 
 __all__ = ["RocmDeviceMixin", "RocmSRTPlatform"]
 
@@ -26,13 +25,13 @@ class RocmDeviceMixin(CudaDeviceMixin):
 
 
 class RocmSRTPlatform(RocmDeviceMixin, SRTPlatform):
-    """AMD GPUs through ROCm/HIP."""
+    """AMD GPUs through ROCm/HIP: Triton, decode and piecewise graphs, HiCache kernels, PyNccl
+    (RCCL)."""
 
-    def supports_fp8(self) -> bool:
-        return False
-
-    def support_cuda_graph(self) -> bool:
-        return False
-
-    def support_piecewise_cuda_graph(self) -> bool:
-        return False
+    capabilities = PlatformCapabilities(
+        supports_triton=True,
+        graph_capture=True,
+        piecewise_graph=True,
+        hicache_device_kernels=True,
+        supports_pynccl=True,
+    )

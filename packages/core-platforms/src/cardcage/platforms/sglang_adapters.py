@@ -17,11 +17,14 @@ with this namespace:
   cardcage's base, which is where the vendor wrote it to go;
 * cardcage enum members (``_enum = PlatformEnum.OOT``) become SGLang's members of the same name,
   and ``get_cpu_architecture()`` answers in SGLang's enum, so SGLang's ``is`` checks hold;
-* names of the seed's contract that SGLang 0.5.23 reads differently are mapped: the capability
-  methods ``support_cuda_graph()`` / ``support_piecewise_cuda_graph()`` feed
-  ``capabilities.graph_capture`` / ``piecewise_graph`` when the vendor declares no
-  ``capabilities``; the per-kind KV-pool hooks are hidden unless the vendor overrides them, since
-  SGLang's ``get_kv_pool_cls`` treats their presence as an override.
+* the vendor's ``capabilities`` (cardcage's ``PlatformCapabilities``) becomes SGLang's struct of
+  the same name and fields. It is converted once when it is a plain value, and on every read when
+  it is computed per instance: a property of the vendor's, or what cardcage's class check
+  installs for a class that still overrides the seed's ``support_cuda_graph()`` /
+  ``support_piecewise_cuda_graph()``, so SGLang sees those answers too;
+* the seed's per-kind KV-pool factories, which cardcage's base keeps as deprecated aliases, are
+  hidden unless the vendor overrides them, since SGLang's ``get_kv_pool_cls`` treats their
+  presence as an override.
 
 The attribute name encodes the vendor's qualname, so any process resolves it (SGLang's workers
 re-run selection; pickle finds an adapter instance's class the same way). Importing this module
@@ -47,11 +50,6 @@ _ESCAPES = {"_": "_u", ".": "_d", ":": "_c"}
 _SEPARATOR = "__Q"
 # Names SGLang probes with getattr(..., None) and treats as "the platform overrides this".
 _PRESENCE_PROBED = frozenset({"get_mha_kv_pool_cls", "get_mla_kv_pool_cls", "get_dsa_kv_pool_cls"})
-# cardcage method -> the PlatformCapabilities field SGLang 0.5.23 reads instead.
-_CAPABILITY_METHODS = {
-    "support_cuda_graph": "graph_capture",
-    "support_piecewise_cuda_graph": "piecewise_graph",
-}
 
 _lock = threading.Lock()
 _adapters: dict[type, type] = {}  # vendor class -> its adapter: one per class, however spelled
@@ -146,19 +144,34 @@ class _Hidden:
         raise AttributeError(self._name)
 
 
-class _MappedCapabilities:
-    """``capabilities`` computed from the vendor's seed-era capability methods, per instance."""
+def _host_capabilities(value: Any, struct: type) -> Any:
+    """cardcage's ``PlatformCapabilities`` as SGLang's ``struct``; anything else unchanged."""
+    as_dict = getattr(value, "as_dict", None)
+    if isinstance(value, struct) or not callable(as_dict):
+        return value
+    fields = getattr(struct, "__struct_fields__", None)
+    converted = {k: v for k, v in as_dict().items() if fields is None or k in fields}
+    return struct(**converted)
 
-    def __init__(self, struct: type, default: Any, methods: dict[str, str]) -> None:
+
+class _HostCapabilities:
+    """The vendor's per-instance ``capabilities`` (a descriptor), read as SGLang's struct."""
+
+    def __init__(self, source: Any, struct: type) -> None:
+        self._source = source
         self._struct = struct
-        self._default = default
-        self._methods = methods
+
+    def unmapped(self, instance: object, owner: type | None) -> Any:
+        """What the vendor's classes declare, without the seed's methods (see ``_contract``)."""
+        unmapped = getattr(self._source, "unmapped", None)
+        value = unmapped(instance, owner) if callable(unmapped) else self._read(instance, owner)
+        return _host_capabilities(value, self._struct)
+
+    def _read(self, instance: object, owner: type | None) -> Any:
+        return type(self._source).__get__(self._source, instance, owner)
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
-        if instance is None:
-            return self._default
-        fields = {field: bool(getattr(instance, name)()) for name, field in self._methods.items()}
-        return self._struct(**fields)
+        return _host_capabilities(self._read(instance, owner), self._struct)
 
 
 def build_adapter(cls: type) -> type:
@@ -199,10 +212,13 @@ def build_adapter(cls: type) -> type:
             namespace[name] = mapped
     if "get_cpu_architecture" in vendor_names:
         namespace["get_cpu_architecture"] = _host_enum_classmethod(cls, host_modules)
-    methods = {name: field for name, field in _CAPABILITY_METHODS.items() if name in vendor_names}
-    if methods and "capabilities" not in vendor_names and hasattr(host_base, "capabilities"):
-        default = host_base.capabilities
-        namespace["capabilities"] = _MappedCapabilities(type(default), default, methods)
+    if "capabilities" in vendor_names and hasattr(host_base, "capabilities"):
+        struct = type(host_base.capabilities)
+        raw = _raw_attribute(cls, "capabilities")
+        if hasattr(type(raw), "__get__"):
+            namespace["capabilities"] = _HostCapabilities(raw, struct)
+        else:
+            namespace["capabilities"] = _host_capabilities(raw, struct)
 
     adapter = type(cls.__name__, (cls, host_base), namespace)
     # What pickle looks up in this module: it decodes to the vendor class, in any process.

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._torch import require_torch
 from .device_mixin import DeviceCapability, DeviceMixin, PlatformEnum
-from .interface import SRTPlatform
+from .interface import PlatformCapabilities, SRTPlatform
 
 __all__ = ["XpuDeviceMixin", "XpuSRTPlatform"]
 
@@ -31,6 +31,9 @@ class XpuDeviceMixin(DeviceMixin):
 
     def get_device_name(self, device_id: int = 0) -> str:
         return str(require_torch("get_device_name()").xpu.get_device_name(device_id))
+
+    def get_device_uuid(self, device_id: int = 0) -> str:
+        return str(require_torch("get_device_uuid()").xpu.get_device_properties(device_id).uuid)
 
     def get_device_capability(self, device_id: int = 0) -> DeviceCapability | None:
         return None
@@ -57,12 +60,19 @@ class XpuDeviceMixin(DeviceMixin):
     def synchronize(self) -> None:
         require_torch("synchronize()").xpu.synchronize()
 
+    @classmethod
+    def seed_everything(cls, seed: int | None = None) -> None:
+        """Seed ``random``, numpy, torch and every XPU device (lazily, as torch does)."""
+        super().seed_everything(seed)
+        if seed is not None:
+            require_torch("seed_everything()").xpu.manual_seed_all(seed)
+
 
 class XpuSRTPlatform(XpuDeviceMixin, SRTPlatform):
-    """Intel GPUs: graphs and piecewise graphs, no fp8."""
+    """Intel GPUs: Triton, decode and piecewise graphs."""
 
-    def support_cuda_graph(self) -> bool:
-        return True
-
-    def support_piecewise_cuda_graph(self) -> bool:
-        return True
+    capabilities = PlatformCapabilities(
+        supports_triton=True,
+        graph_capture=True,
+        piecewise_graph=True,
+    )
