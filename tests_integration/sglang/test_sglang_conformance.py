@@ -14,7 +14,10 @@ called on the adapter and on an SGLang-native OOT platform built on the same bas
 demo-cpu declares ``capabilities`` (SGLang 0.5.23's name), so the adapter maps no name of
 SGLang's base any more: its own declaration reaches SGLang as SGLang's struct.
 
-A vendor still written with the seed's names (``support_cuda_graph()``,
+The table of docs/platforms/contract.md that lists every SGLang 0.5.23 name is asked of SGLang's
+own classes here (the unit tests of core-platforms ask cardcage's): every row marked same or
+mapped must answer as the page says and as cardcage does, and every public name of SGLang's SRT
+contract must have a row. A vendor still written with the seed's names (``support_cuda_graph()``,
 ``get_mha_kv_pool_cls()``) is selected by SGLang and must see its answers in SGLang's
 ``capabilities`` and ``get_kv_pool_cls()``.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,6 +42,9 @@ pytestmark = needs_sites
 # Names SGLang's base defines that the adapter maps on purpose: none. demo-cpu declares its
 # capabilities, a name of its own, converted to SGLang's struct (checked on its own below).
 MAPPED: dict[str, set[str]] = {"srt": set(), "diffusion": set()}
+
+# The helper that reads docs/platforms/contract.md's tables (shared with core-platforms' tests).
+CONTRACT_TABLE = Path(__file__).resolve().parents[2] / "packages/core-platforms/tests"
 
 
 def _conformance(runtime: str) -> dict[str, Any]:
@@ -96,6 +103,77 @@ def _run(
         text=True,
         check=False,
     )
+
+
+# -- docs/platforms/contract.md's table of names, asked of SGLang 0.5.23 -----------------------
+
+TABLE_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import contract_table as t
+from cardcage.platforms import device_mixin as cd, interface as ci
+from sglang.srt.platforms import device_mixin as sd, interface as si
+
+ours, theirs = t.namespace(ci, cd), t.namespace(si, sd)
+rows = []
+for row in t.conformance_rows():
+    cardcage, sglang = t.ask(row, ours), t.ask(row, theirs)
+    rows.append({
+        "name": row.name, "asked_as": row.asked_as, "status": row.status,
+        "cardcage": t.normalise(cardcage), "sglang": t.normalise(sglang),
+        "sglang_vs_page": t.mismatch(row, sglang, theirs),
+    })
+public = set()
+for cls in (si.SRTPlatform, sd.DeviceMixin):
+    public |= {f"{cls.__name__}.{n}" for n in vars(cls) if not n.startswith("_")}
+public |= {f"interface.{n}" for n in si.__all__ if n != "SRTPlatform"}
+public |= {
+    f"device_mixin.{n}" for n, v in vars(sd).items()
+    if isinstance(v, type) and v.__module__ == sd.__name__ and n != "DeviceMixin"
+}
+print(json.dumps({"rows": rows, "public": sorted(public)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def table() -> dict[str, Any]:
+    done = _run(TABLE_SCRIPT, str(CONTRACT_TABLE))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_every_public_name_of_sglangs_srt_contract_has_a_row(table: dict[str, Any]) -> None:
+    listed = {row["name"] for row in table["rows"]}
+    assert len(table["public"]) >= 60
+    assert set(table["public"]) - listed == set()
+    assert listed - set(table["public"]) == set()
+
+
+def test_sglang_answers_every_same_and_mapped_row_as_the_page_and_cardcage_do(
+    table: dict[str, Any],
+) -> None:
+    checked = [row for row in table["rows"] if row["status"] in ("same", "mapped")]
+    wrong = [
+        row
+        for row in checked
+        if row["sglang_vs_page"] is not None or row["sglang"] != row["cardcage"]
+    ]
+    assert wrong == []
+    assert len(checked) >= 55  # not vacuous
+
+
+def test_the_rows_marked_different_do_differ(table: dict[str, Any]) -> None:
+    different = [row for row in table["rows"] if row["status"] == "different"]
+    # get_torch_distributed_backend_str() differs only for an npu device when SGLang's
+    # SGLANG_ZBAL_LOCAL_MEM_SIZE is set, not for the base's question; the others differ here.
+    differ_here = {r["asked_as"] for r in different if r["sglang"] != r["cardcage"]}
+    assert differ_here == {
+        "platform.supported_quantization",
+        "platform.is_sail()",
+        "platform.get_device(device_id=0)",
+        "[member.name for member in PlatformEnum]",
+        "DeviceCapability(9, 10).to_int()",
+    }
 
 
 # -- a vendor written with the seed's names, selected by SGLang 0.5.23 ---------------------------
