@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .current import get_current_platform, get_selection_record
     from .device_mixin import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum
-    from .interface import SRTPlatform
+    from .interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 
 __version__ = "0.1.0"
 
@@ -25,6 +25,8 @@ _EXPORTS = {
     "DeviceCapability": "device_mixin",
     "DeviceMixin": "device_mixin",
     "PlatformEnum": "device_mixin",
+    "KVPoolKind": "interface",
+    "PlatformCapabilities": "interface",
     "SRTPlatform": "interface",
 }
 
@@ -32,6 +34,8 @@ __all__ = [
     "CpuArchEnum",
     "DeviceCapability",
     "DeviceMixin",
+    "KVPoolKind",
+    "PlatformCapabilities",
     "PlatformEnum",
     "SRTPlatform",
     "current_platform",
