@@ -49,6 +49,7 @@ def test_one_rank_is_the_identity_and_still_leaves_evidence() -> None:
 
 RANK_SCRIPT = """
 import json
+import os
 import sys
 
 import torch
@@ -59,18 +60,19 @@ from cardcage_demo_cpu.diffusion.evidence import EVIDENCE
 
 rank, store = int(sys.argv[1]), sys.argv[2]
 dist.init_process_group("gloo", store=dist.FileStore(store, 2), rank=rank, world_size=2)
-try:
-    comm = DemoCpuCommunicator(dist.group.WORLD, unique_name=f"sp-rank{rank}")
-    full = torch.arange(1 * 4 * 2 * 3, dtype=torch.float32).reshape(1, 4, 2, 3)
-    by_heads = comm.all_to_all_4D(full.chunk(2, dim=1)[rank], 2, 1)
-    back = comm.all_to_all_4D(by_heads, 1, 2)
-    print(json.dumps({
-        "by_heads": by_heads.tolist(),
-        "back": back.tolist(),
-        "count": EVIDENCE.count("all_to_all", f"sp-rank{rank}"),
-    }))
-finally:
-    dist.destroy_process_group()
+comm = DemoCpuCommunicator(dist.group.WORLD, unique_name=f"sp-rank{rank}")
+full = torch.arange(1 * 4 * 2 * 3, dtype=torch.float32).reshape(1, 4, 2, 3)
+by_heads = comm.all_to_all_4D(full.chunk(2, dim=1)[rank], 2, 1)
+back = comm.all_to_all_4D(by_heads, 1, 2)
+print(json.dumps({
+    "by_heads": by_heads.tolist(),
+    "back": back.tolist(),
+    "count": EVIDENCE.count("all_to_all", f"sp-rank{rank}"),
+}), flush=True)
+# Both ranks are done with the group; leave without gloo's teardown, which can abort in C++
+# ("terminate called without an active exception") when the peer is still closing.
+dist.barrier()
+os._exit(0)
 """
 
 

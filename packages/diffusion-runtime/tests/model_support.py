@@ -18,7 +18,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -156,7 +156,7 @@ def _sp_rank(rank: int, world: int, store_path: str, out_path: str, mode: str = 
         group = dist.group.WORLD
         if mode == "comm":
             torch.save(_comm_rank(rank, world, group), out_path)
-            return
+            _leave_after_every_rank_is_done()
         results: dict[str, Any] = {}
         # all_to_all_4D layout: a rank's sequence slice with every head -> every token, its heads.
         full = torch.arange(2 * 8 * 4 * 3, dtype=torch.float32).reshape(2, 8, 4, 3)
@@ -180,7 +180,8 @@ def _sp_rank(rank: int, world: int, store_path: str, out_path: str, mode: str = 
         except ValueError as exc:  # 1 token cannot be split across 2 ranks
             results["indivisible_error"] = str(exc)
         torch.save(results, out_path)
-    finally:
+        _leave_after_every_rank_is_done()
+    finally:  # only reached when this rank failed: the exception still ends the process non-zero
         dist.destroy_process_group()
 
 
@@ -223,6 +224,21 @@ def run_ranks(tmp_path: Path, world: int, mode: str = "full") -> list[dict[str, 
         if proc.returncode != 0:
             raise AssertionError(f"rank {rank} failed:\n{out}")
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+
+
+def _leave_after_every_rank_is_done() -> NoReturn:
+    """Wait for the other ranks, then leave without gloo's teardown.
+
+    A rank that tears its gloo group down while a peer is still finishing can abort in C++
+    ("terminate called without an active exception"): seen here under load. The results are on
+    disk, every rank passed the barrier, so nothing is left that teardown would protect.
+    """
+    import torch.distributed as dist
+
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
