@@ -373,6 +373,35 @@ def test_platform_explains_an_activated_out_of_tree_platform(site: Site) -> None
     assert "sleepy" in text.stdout
 
 
+@pytest.mark.parametrize("spelling", ["cpu", "CPU", "Cpu"])
+def test_doctor_and_selection_agree_that_a_builtin_alias_ignores_case(
+    site: Site, spelling: str
+) -> None:
+    site.oot("vendor-a", "alpha")
+    env = {"SGLANG_PLATFORM": spelling}
+
+    platform = _json(site, "platform", env=env)
+    doctor = _json(site, "doctor", env=env)
+
+    assert platform["selection"]["builtin"] == "cpu"
+    assert _problems(doctor) == []  # doctor used to call 'CPU' an unknown selector
+    assert [s["builtin"] for s in doctor["startup"] if s["runtime"] == "srt"] == ["cpu"]
+
+
+@pytest.mark.parametrize("name", ["cuda", "CUDA"])
+def test_doctor_and_selection_agree_that_a_builtin_name_is_reserved_in_any_case(
+    site: Site, name: str
+) -> None:
+    site.oot("squatter", name)
+
+    platform = site.run("platform", "--json")
+    doctor = _json(site, "doctor")
+
+    assert platform.returncode == 1, platform
+    assert platform.json()["error"]["type"] == "ReservedPlatformNameError"
+    assert "reserved-platform-name" in _codes(doctor)
+
+
 def test_platform_typo_shows_the_suggestion_and_exits_1(site: Site) -> None:
     site.oot("acme-accel", "acme")
     text = site.run("platform", env={"SGLANG_PLATFORM": "acmee"})

@@ -129,6 +129,16 @@ class SelectionPolicy(FrozenRecord):
     def aliases(self) -> dict[str, BuiltinPlatform]:
         return {b.alias: b for b in self.builtins}
 
+    # The two naming rules, written once: selection enforces them and `cardcage doctor` reports
+    # them through these same methods, so the two can never disagree on a spelling.
+    def builtin_named(self, selector: str) -> BuiltinPlatform | None:
+        """The built-in a selector value names, if any: aliases ignore case, plugin names don't."""
+        return self.aliases().get(selector.casefold())
+
+    def reserves(self, name: str) -> bool:
+        """Whether an entry-point name is taken by a built-in alias, in any case (``CPU`` too)."""
+        return self.builtin_named(name) is not None
+
 
 class Candidate(Record):
     """One platform candidate and what happened to it."""
@@ -295,7 +305,7 @@ def _validate_names(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
         found = by_name[name]
         if len(found) > 1:
             raise DuplicatePluginError(group, name, [ep.dist_name for ep in found])
-        if name.casefold() in aliases:  # `CPU` would read as the built-in to every user
+        if policy.reserves(name):  # `CPU` would read as the built-in to every user
             ep = found[0]
             from .errors import ReservedPlatformNameError
 
@@ -640,7 +650,7 @@ def _select_explicit(
     aliases: dict[str, BuiltinPlatform],
 ) -> tuple[Any, SelectionRecord]:
     profile = policy.profile
-    builtin = aliases.get(selector.casefold())  # built-in aliases ignore case; plugin names don't
+    builtin = policy.builtin_named(selector)
     if builtin is not None and not builtin.explicit_allowed:
         from .errors import UnsupportedSelectorError
 

@@ -196,7 +196,7 @@ def _check_reserved(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
             distributions=(ep_dist(ep),),
         )
         for ep in eps
-        if ep.name in aliases
+        if policy.reserves(ep.name)
     ]
 
 
@@ -239,15 +239,16 @@ def _check_selector(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) 
     selector = selector_value(profile)
     aliases = {a for a, b in policy.aliases().items() if b.explicit_allowed}
     names = {ep.name for ep in eps}
-    if selector in aliases:
-        return _check_builtin_selected(policy, selector)
+    builtin = policy.builtin_named(selector) if selector else None
+    if builtin is not None and builtin.explicit_allowed:
+        return _check_builtin_selected(policy, builtin.alias)
     if not selector or selector in names:
         return []
     choices = sorted(names | aliases)
     close = difflib.get_close_matches(selector, choices, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     what = "no platform entry point and no built-in platform"
-    if selector in policy.aliases():
+    if builtin is not None:
         what = (
             f"the built-in {selector!r} platform, which is detected automatically only: "
             f"{profile.selector_env} does not accept it"
@@ -579,7 +580,7 @@ def _check_platforms(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...])
         if match is not None:
             choice = PlatformChoice(selector, match.dist_name, f"{profile.selector_env}={selector}")
         else:
-            builtin = policy.aliases().get(selector.casefold())
+            builtin = policy.builtin_named(selector)
             if builtin is not None and builtin.explicit_allowed:
                 choice = PlatformChoice(None, None, f"{profile.selector_env}={selector}")
             else:
