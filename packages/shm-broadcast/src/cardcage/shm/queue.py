@@ -471,7 +471,9 @@ class MessageQueue:
         u = reader.u
         if u[d] != k:
             reader.wait(k, d, deadline, timeout)
-        n = u[d + 1] & NBYTES_MASK
+        # Fenced after the sequence load: on aarch64 a plain load here could see a stale length
+        # or stale payload bytes of the slot's previous message.
+        n = reader.published_info(d) & NBYTES_MASK
         off = reader.data_off(k, d)
         try:
             with reader.raw[off : off + n].toreadonly() as buf:

@@ -1032,6 +1032,17 @@ class RingReader(_Endpoint):
                 self.park_addr = 0
             u[parked] = 0
 
+    def published_info(self, d: int) -> int:
+        """Descriptor ``d``'s info word, for a message whose sequence word this reader has seen.
+
+        The fence orders the info and payload loads after that sequence load on weakly ordered
+        CPUs, the reader's half of the publication argument in the module docstring. ``read()``
+        inlines the same two steps on its hot path; every other reader path calls this.
+        """
+        if _WEAK:
+            _sys.fence()
+        return self.u[d + 1]
+
     def release(self, k: int) -> None:
         """Mark fragment ``k`` consumed: its slot may be overwritten."""
         u = self.u
