@@ -18,21 +18,23 @@ What each collector may touch, because a diagnostic must not change what it diag
   and calls the ``register()`` of those that startup would run, in this process, catching
   whatever they raise; the hooks they register are counted and discarded, never applied.
 
-Import-safe: stdlib only at module scope. ``cardcage.hooks`` internals, the selection engine and
-plugin code are imported inside the functions that need them; torch never is.
+Import-safe: stdlib and the findings type only at module scope. ``cardcage.hooks`` internals,
+the selection engine and plugin code are imported inside the functions that need them; torch
+never is.
 """
 
 from __future__ import annotations
 
+from cardcage.platforms.findings import DistRef, Finding
+
 from ._common import (
     COMMANDS,
-    DistRef,
     ErrorInfo,
     defined_runtimes,
     load_schema,
     runtime_profiles,
 )
-from .doctor import DoctorReport, Finding, run_doctor
+from .doctor import DoctorReport, run_doctor
 from .env import EnvReport, collect_env
 from .hooks import HookRow, HooksReport, collect_hooks
 from .platform import PlatformReport, RuntimePlatform, collect_platform, platform_runtimes

@@ -10,6 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from cardcage.hooks._records import Record
+from cardcage.platforms.findings import DistRef
+
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.registry import BaseHookRegistry
@@ -38,7 +41,6 @@ ENV_PREFIXES = ("CARDCAGE_", "SGLANG_")
 
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(^|_)KEY($|_)|AUTH")
 
-Severity = Literal["error", "warning", "info"]
 PluginKind = Literal["platform", "general", "other"]
 
 
@@ -46,6 +48,8 @@ def to_json(value: Any) -> Any:
     """Dataclasses, tuples and sets as plain JSON types (lists, dicts, strings, numbers)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Record):  # Finding, DistRef: records of the selection engine
+        return {name: to_json(getattr(value, name)) for name in value._fields}
     if isinstance(value, dict):
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -73,14 +77,6 @@ def load_schema(command: str) -> dict[str, Any]:
 
 
 # -- shared facts ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DistRef:
-    """A distribution as every plugin-related row names it: project name and version."""
-
-    name: str | None
-    version: str | None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@ registered"). A plugin written for SGLang's own runtime (it imports ``sglang`` w
 absent, or hands cardcage an SGLang platform class) gets ``plugin-targets-sglang``, whichever
 step found it, with both ways out.
 
+The platform checks are the selection engine's own (``cardcage.platforms.selection``'s
+``diagnose_selection``): the rules startup enforces, run in startup's order, with doctor going on
+after the first error. So doctor reports an error exactly where ``current_platform`` raises, and
+the first one is the one it raises.
+
 The report also says, per runtime, what doctor concluded startup would do (``startup``): the
 platform it selects (or that it cannot tell, and why) and the distributions whose general
 plugins it excludes, by cardcage's rule, automatic mode included.
@@ -28,16 +33,15 @@ if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.registry import BaseHookRegistry
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
-    from cardcage.platforms.selection import SelectionPolicy
+    from cardcage.platforms.selection import SelectionOutcome, SelectionPolicy
+
+from cardcage.platforms.findings import DistRef, Finding, Severity
 
 from ._common import (
-    DistRef,
-    Severity,
     allowlist_value,
     current_snapshot,
     describe_ep,
     ep_dist,
-    ep_order,
     exc_line,
     group_roles,
     kind_of_unknown_group,
@@ -49,20 +53,6 @@ from ._common import (
     watched_groups,
 )
 from .env import env_registries, env_row
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem: what is wrong, who it concerns, and the exact fix."""
-
-    code: str
-    severity: Severity
-    message: str
-    fix: str
-    group: str | None = None
-    plugin: str | None = None
-    distributions: tuple[DistRef, ...] = ()
-    traceback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,10 +82,10 @@ class RuntimeStartup:
     known: bool
     #: The selected platform plugin; None for a built-in platform or when not ``known``.
     platform: SelectedPlatform | None
-    #: The built-in alias the selector names; None otherwise (automatic mode does not say which
-    #: built-in of the fallback chain matches: ``cardcage platform`` does).
+    #: The built-in alias startup selects: the one the selector names, or in automatic mode the
+    #: first of the fallback chain whose probe matches; None otherwise.
     builtin: str | None
-    #: Whether doctor reported an error in this runtime's platform group: selection aborts.
+    #: Whether platform selection raises at startup (the first error the engine found).
     selection_fails: bool
     #: Sorted names of the distributions whose general plugins startup excludes (they provide a
     #: platform entry point but did not supply the selected platform); None when not ``known``.
@@ -140,66 +130,6 @@ class DoctorReport:
         }
 
 
-def _check_duplicates(group: str, eps: tuple[PluginEntryPoint, ...]) -> list[Finding]:
-    """A name provided twice in one group: the loader refuses to start."""
-    by_name: dict[str, list[PluginEntryPoint]] = {}
-    for ep in eps:
-        by_name.setdefault(ep.name, []).append(ep)
-    findings = []
-    for name in sorted(by_name):
-        found = sorted(by_name[name], key=ep_order)
-        if len(found) < 2:
-            continue
-        dists = tuple(ep_dist(ep) for ep in found)
-        shown = ", ".join(
-            f"{d.name} {d.version or '?'} ({ep.value})" for d, ep in zip(dists, found, strict=True)
-        )
-        findings.append(
-            Finding(
-                code="duplicate-entry-point",
-                severity="error",
-                message=(
-                    f"Entry-point name {name!r} in group {group!r} is provided by "
-                    f"{len(found)} entry points: {shown}. Plugin loading and platform selection "
-                    "refuse to start."
-                ),
-                fix=(
-                    f"Uninstall all but one of {', '.join(sorted({str(d.name) for d in dists}))}"
-                    ", or rename the entry point in one distribution's pyproject.toml."
-                ),
-                group=group,
-                plugin=name,
-                distributions=dists,
-            )
-        )
-    return findings
-
-
-def _check_reserved(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) -> list[Finding]:
-    """A platform entry point named like a built-in alias: selection refuses to start."""
-    aliases = policy.aliases()
-    group = policy.profile.platform_group
-    return [
-        Finding(
-            code="reserved-platform-name",
-            severity="error",
-            message=(
-                f"Platform entry point {describe_ep(ep)} in group {group!r} uses the built-in name "
-                f"{ep.name!r}; platform selection refuses to start."
-            ),
-            fix=(
-                f"Rename the entry point in {ep.dist_name or 'its distribution'}'s pyproject.toml "
-                f"(reserved: {', '.join(sorted(aliases))})."
-            ),
-            group=group,
-            plugin=ep.name,
-            distributions=(ep_dist(ep),),
-        )
-        for ep in eps
-        if policy.reserves(ep.name)
-    ]
-
-
 def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> list[Finding]:
     """Allowlist names that match no entry point: usually a typo that silently drops a plugin.
 
@@ -233,89 +163,8 @@ def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> l
     return findings
 
 
-def _check_selector(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) -> list[Finding]:
-    """A selector that names neither an entry point nor a built-in: startup fails."""
-    profile = policy.profile
-    selector = selector_value(profile)
-    aliases = {a for a, b in policy.aliases().items() if b.explicit_allowed}
-    names = {ep.name for ep in eps}
-    builtin = policy.builtin_named(selector) if selector else None
-    if builtin is not None and builtin.explicit_allowed:
-        return _check_builtin_selected(policy, builtin.alias)
-    if not selector or selector in names:
-        return []
-    choices = sorted(names | aliases)
-    close = difflib.get_close_matches(selector, choices, n=1, cutoff=0.6)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    what = "no platform entry point and no built-in platform"
-    if builtin is not None:
-        what = (
-            f"the built-in {selector!r} platform, which is detected automatically only: "
-            f"{profile.selector_env} does not accept it"
-        )
-        hint = ""
-    return [
-        Finding(
-            code="unknown-platform-selector",
-            severity="error",
-            message=(
-                f"{profile.selector_env}={selector!r} names {what}.{hint} Platform selection "
-                "fails at startup."
-            ),
-            fix=(
-                f"Set {profile.selector_env} to one of: {', '.join(repr(c) for c in choices)}; "
-                "or install the distribution that provides it; or unset it for automatic "
-                "selection."
-            ),
-            group=profile.platform_group,
-            plugin=selector,
-        )
-    ]
-
-
-def _check_builtin_selected(policy: SelectionPolicy, alias: str) -> list[Finding]:
-    """An explicitly selected built-in whose hardware probe fails: startup fails."""
-    profile = policy.profile
-    builtin = policy.aliases()[alias]
-    if builtin.explicit_probe is None:
-        return []
-    try:
-        present = builtin.explicit_probe()
-        problem = "" if present else "its hardware is not available on this machine"
-    except Exception as exc:
-        problem = f"probing its hardware raised {exc_line(exc)}"
-    if not problem:
-        return []
-    return [
-        Finding(
-            code="selected-platform-unavailable",
-            severity="error",
-            message=(
-                f"{profile.selector_env}={alias!r} selects the built-in platform, but {problem}. "
-                "Platform selection fails at startup."
-            ),
-            fix=(
-                f"Unset {profile.selector_env} to use what is present, or install what the "
-                f"platform needs ({builtin.requirement or 'its hardware and drivers'})."
-            ),
-            group=profile.platform_group,
-            plugin=alias,
-        )
-    ]
-
-
 def _tb(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc))
-
-
-@dataclass(frozen=True)
-class _Activation:
-    ep: PluginEntryPoint
-    considered: bool  # called at startup in the current mode
-    qualname: str | None = None  # what activate() returned, stripped
-    finding: Finding | None = None
-    #: ``module.Class`` of the class ``qualname`` names, once it loaded and passed validation.
-    platform_class: str | None = None
 
 
 def _sglang_finding(
@@ -340,153 +189,6 @@ def _sglang_finding(
     )
 
 
-def _activation_failed(
-    policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool, step: str, exc: BaseException
-) -> Finding:
-    """Importing the entry point (``step="import"``) or calling ``activate()`` raised."""
-    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
-    from cardcage.platforms.selection import _sglang_fix
-
-    group = policy.profile.platform_group
-    severity: Severity = "error" if considered else "warning"
-    when = "at startup" if considered else "if it is selected"
-    dist = ep.dist_name or ep.value
-    sglang_module = missing_sglang_module(exc)
-    if sglang_module is not None:
-        what = f"importing its entry point ({ep.value})" if step == "import" else "its activate()"
-        return _sglang_finding(
-            severity,
-            targets_sglang_problem(f"Platform plugin {describe_ep(ep)}", what, sglang_module, exc)
-            + f" Platform selection aborts {when}.",
-            _sglang_fix(policy, ep),
-            group,
-            ep,
-            exc,
-        )
-    if step == "import":
-        return Finding(
-            code="platform-import-failed",
-            severity=severity,
-            message=(
-                f"Platform plugin {describe_ep(ep)}: importing its entry point ({ep.value}) "
-                f"raised {exc_line(exc)}, so its activate() was never called. Platform "
-                f"selection aborts {when}."
-            ),
-            fix=(
-                f"Fix or reinstall {dist} (pip install --force-reinstall {dist}), or uninstall "
-                "it; the entry point's module must import on any machine, with or without its "
-                "hardware."
-            ),
-            group=group,
-            plugin=ep.name,
-            distributions=(ep_dist(ep),),
-            traceback=_tb(exc),
-        )
-    return Finding(
-        code="platform-activation-failed",
-        severity=severity,
-        message=(
-            f"Platform plugin {describe_ep(ep)}: activate() raised {exc_line(exc)}. "
-            f"Platform selection aborts {when}."
-        ),
-        fix=(
-            f"Fix or uninstall {dist}; activate() must return None when its hardware is absent, "
-            "never raise."
-        ),
-        group=group,
-        plugin=ep.name,
-        distributions=(ep_dist(ep),),
-        traceback=_tb(exc),
-    )
-
-
-def _activate_one(policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool) -> _Activation:
-    """Import one platform entry point, call its ``activate()`` and validate the class it names,
-    catching whatever they raise.
-
-    All of it runs as cardcage's selection runs it (``_activating_context``), so plugin code
-    asking ``cardcage.platforms.host.platform_host()`` learns that cardcage is the host.
-    """
-    from cardcage.hooks.errors import TargetsSGLangError
-    from cardcage.platforms.errors import PlatformError
-    from cardcage.platforms.selection import _activating_context, load_platform_class
-
-    group = policy.profile.platform_group
-    severity: Severity = "error" if considered else "warning"
-    when = "at startup" if considered else "if it is selected"
-    failure: tuple[str, BaseException] | None = None
-    result: object = None
-    with _activating_context(ep):
-        try:
-            callback = ep.load()
-        except (Exception, SystemExit) as exc:
-            failure = ("import", exc)
-        else:
-            try:
-                result = callback()  # type: ignore[operator]
-            except (Exception, SystemExit) as exc:
-                failure = ("activate", exc)
-    if failure is not None:
-        return _Activation(
-            ep, considered, finding=_activation_failed(policy, ep, considered, *failure)
-        )
-    if result is None:
-        return _Activation(ep, considered)
-    if not isinstance(result, str) or not result.strip():
-        return _Activation(
-            ep,
-            considered,
-            finding=Finding(
-                code="platform-activation-invalid",
-                severity=severity,
-                message=(
-                    f"Platform plugin {describe_ep(ep)}: activate() returned "
-                    f"{type(result).__name__} {result!r:.80}; it must return the platform "
-                    "class's qualified name (str) or None."
-                    f" Platform selection aborts {when}."
-                ),
-                fix=f"Fix activate() in {ep.dist_name or ep.value}.",
-                group=group,
-                plugin=ep.name,
-                distributions=(ep_dist(ep),),
-            ),
-        )
-    qualname = result.strip()
-    try:
-        with _activating_context(ep):
-            cls = load_platform_class(policy, qualname, ep)
-    except PlatformError as exc:
-        if isinstance(exc, TargetsSGLangError):
-            finding = _sglang_finding(
-                severity,
-                f"{exc.problem} Platform selection aborts {when}.",
-                exc.fix,
-                group,
-                ep,
-                exc,
-            )
-        else:
-            finding = Finding(
-                code="invalid-platform-class",
-                severity=severity,
-                message=f"{exc} Platform selection aborts {when}.",
-                fix=(
-                    f"Make {qualname} importable, a subclass of "
-                    f"{policy.base_class.__module__}.{policy.base_class.__qualname__} with "
-                    f"_enum = PlatformEnum.OOT, device_name and device_type; fix it in "
-                    f"{ep.dist_name or ep.value}."
-                ),
-                group=group,
-                plugin=ep.name,
-                distributions=(ep_dist(ep),),
-                traceback=_tb(exc),
-            )
-        return _Activation(ep, considered, qualname, finding)
-    return _Activation(
-        ep, considered, qualname, platform_class=f"{cls.__module__}.{cls.__qualname__}"
-    )
-
-
 #: The selection a runtime would make is not known (startup fails before plugins load, or
 #: several platforms activate): general plugins are checked as if none were excluded.
 _UNKNOWN: Any = object()
@@ -494,127 +196,82 @@ _UNKNOWN: Any = object()
 
 @dataclass(frozen=True)
 class _PlatformCheck:
-    """What ``_check_platforms`` found out: its findings, and the platform startup would select,
+    """What the selection engine found for one runtime, and the platform startup would select
     as the general-plugin loader sees it (``_UNKNOWN`` when startup would fail before loading
     general plugins, ``unknown`` then saying why)."""
 
-    findings: list[Finding]
+    outcome: SelectionOutcome
     choice: PlatformChoice | None
-    activations: tuple[_Activation, ...]
     unknown: str = ""
 
-    def chosen(self) -> _Activation | None:
-        """The activation of the selected platform entry point, when a plugin is selected."""
-        choice = self.choice
-        if choice is _UNKNOWN or choice is None or choice.entry_point is None:
-            return None
-        return next(
-            (r for r in self.activations if r.considered and r.ep.name == choice.entry_point),
-            None,
-        )
+    @property
+    def findings(self) -> list[Finding]:
+        """The engine's findings, less a variable that does not parse (a probe reading it
+        raised): ``invalid-env-var`` reports every such variable once."""
+        from cardcage.hooks.errors import InvalidEnvVarError
+
+        return [f for f in self.outcome.findings if not isinstance(f.error, InvalidEnvVarError)]
+
+    @property
+    def fails(self) -> bool:
+        """Startup's platform selection raises."""
+        return self.outcome.first_error() is not None
 
 
-def _check_platforms(policy: SelectionPolicy, eps: tuple[PluginEntryPoint, ...]) -> _PlatformCheck:
-    """Activate every platform entry point; report raising ones and ambiguous automatic picks.
-
-    Also finds the platform startup would select, as the general-plugin loader sees it
-    (``_UNKNOWN`` when startup would fail before loading general plugins).
-    """
+def _check_platforms(policy: SelectionPolicy, snapshot: EntryPointSnapshot) -> _PlatformCheck:
+    """Run the selection engine thoroughly (every check, every entry point) and tell, from what
+    it concluded, which platform the general-plugin loader would see selected."""
     from cardcage.hooks.loader import PlatformChoice
+    from cardcage.platforms.selection import diagnose_selection
 
-    profile = policy.profile
-    selector = selector_value(profile)
-    allowed = allowlist_value(profile) if policy.allowlist_filters_automatic else None
-    results = []
-    for ep in sorted(eps, key=ep_order):
-        # Who startup would call: the selected entry point, or every allowed one.
-        considered = ep.name == selector if selector else allowed is None or ep.name in allowed
-        results.append(_activate_one(policy, ep, considered))
-    findings = [r.finding for r in results if r.finding is not None]
-    for r in results:
-        if selector and r.considered and r.qualname is None and r.finding is None:
-            findings.append(
-                Finding(
-                    code="selected-platform-unavailable",
-                    severity="error",
-                    message=(
-                        f"{profile.selector_env}={selector!r} selects platform plugin "
-                        f"{describe_ep(r.ep)}, but its activate() returned None (hardware not "
-                        "available on this machine?). Platform selection fails at startup."
-                    ),
-                    fix=(
-                        f"Unset {profile.selector_env} to use what is present, or check the "
-                        "vendor's driver and runtime installation."
-                    ),
-                    group=profile.platform_group,
-                    plugin=r.ep.name,
-                    distributions=(ep_dist(r.ep),),
-                )
-            )
-    activated = [r for r in results if r.considered and r.qualname is not None]
-    if not selector and len(activated) > 1:
-        names = ", ".join(describe_ep(r.ep) for r in activated)
-        findings.append(
-            Finding(
-                code="multiple-platforms",
-                severity="error",
-                message=(
-                    f"{len(activated)} platform plugins activate on this machine and "
-                    f"{profile.selector_env} is not set: {names}. Automatic selection refuses "
-                    "to guess."
-                ),
-                fix=(
-                    f"Set {profile.selector_env} to one of: "
-                    f"{', '.join(repr(r.ep.name) for r in activated)}; or uninstall the "
-                    "distributions you do not need."
-                ),
-                group=profile.platform_group,
-                distributions=tuple(ep_dist(r.ep) for r in activated),
-            )
-        )
-    choice: PlatformChoice | None = _UNKNOWN
-    unknown = ""
-    failed = [r for r in results if r.considered and r.qualname is None and r.finding is not None]
+    outcome = diagnose_selection(policy, snapshot)
+    env = policy.profile.selector_env
+    selector = outcome.selector
+    considered = [a for a in outcome.activations if a.considered]
+    activated = [a for a in considered if a.qualname is not None]
+    failed = [a for a in considered if a.qualname is None and a.finding is not None]
     if selector:
-        match = next((r.ep for r in results if r.ep.name == selector), None)
-        if match is not None:
-            choice = PlatformChoice(selector, match.dist_name, f"{profile.selector_env}={selector}")
-        else:
-            builtin = policy.builtin_named(selector)
-            if builtin is not None and builtin.explicit_allowed:
-                choice = PlatformChoice(None, None, f"{profile.selector_env}={selector}")
-            else:
-                unknown = (
-                    f"{profile.selector_env}={selector!r} names no platform entry point and no "
-                    "built-in platform it accepts, so platform selection fails"
-                )
-    elif failed:
+        # The selector names what startup selects, even when selecting it then fails.
+        if outcome.selected is not None:
+            ep = outcome.selected.ep
+            return _PlatformCheck(
+                outcome, PlatformChoice(selector, ep.dist_name, f"{env}={selector}")
+            )
+        builtin = policy.builtin_named(selector)
+        if builtin is not None and builtin.explicit_allowed:
+            return _PlatformCheck(outcome, PlatformChoice(None, None, f"{env}={selector}"))
+        unknown = (
+            f"{env}={selector!r} names no platform entry point and no built-in platform it "
+            "accepts, so platform selection fails"
+        )
+        return _PlatformCheck(outcome, _UNKNOWN, unknown)
+    if failed:
         unknown = (
             f"platform plugin {describe_ep(failed[0].ep)} fails in automatic selection, so "
             "startup aborts before it loads general plugins"
         )
-    elif len(activated) == 1:
-        # No activate() failed (a bad class still says which platform startup means to use).
-        ep = activated[0].ep
-        choice = PlatformChoice(ep.name, ep.dist_name, "automatic platform selection")
-    elif not activated:
-        choice = PlatformChoice(None, None, "automatic platform selection")
-    else:
+        return _PlatformCheck(outcome, _UNKNOWN, unknown)
+    if len(activated) > 1:
         unknown = (
-            f"{len(activated)} platform plugins activate and {profile.selector_env} is not set, "
-            "so automatic selection refuses to guess"
+            f"{len(activated)} platform plugins activate and {env} is not set, so automatic "
+            "selection refuses to guess"
         )
-    return _PlatformCheck(findings, choice, tuple(results), unknown)
+        return _PlatformCheck(outcome, _UNKNOWN, unknown)
+    if activated:  # a bad class still says which platform startup means to use
+        ep = activated[0].ep
+        return _PlatformCheck(
+            outcome, PlatformChoice(ep.name, ep.dist_name, "automatic platform selection")
+        )
+    return _PlatformCheck(outcome, PlatformChoice(None, None, "automatic platform selection"))
 
 
-def _startup_summary(
-    startup: _Startup, check: _PlatformCheck, findings: list[Finding]
-) -> RuntimeStartup:
+def _startup_summary(startup: _Startup, check: _PlatformCheck) -> RuntimeStartup:
     """``startup``'s conclusion, with the selected plugin's activation, as a report row."""
     profile = startup.profile
-    selector = selector_value(profile)
+    outcome = check.outcome
+    selector = outcome.selector
     env = profile.selector_env
-    fails = any(f.severity == "error" and f.group == profile.platform_group for f in findings)
+    fails = check.fails
     platform: SelectedPlatform | None = None
     builtin: str | None = None
     if not startup.known:
@@ -624,25 +281,37 @@ def _startup_summary(
             "none were excluded"
         )
     else:
-        chosen = check.chosen()
+        chosen = outcome.selected
         if chosen is not None:
             dist = ep_dist(chosen.ep)
-            platform = SelectedPlatform(
-                chosen.ep.name, dist.name, dist.version, chosen.platform_class or chosen.qualname
-            )
+            cls = chosen.platform_class
+            qualname = f"{cls.__module__}.{cls.__qualname__}" if cls else chosen.qualname
+            platform = SelectedPlatform(chosen.ep.name, dist.name, dist.version, qualname)
             detail = (
                 f"{env}={selector!r} selects platform plugin {describe_ep(chosen.ep)}"
                 if selector
                 else f"automatic selection selects platform plugin {describe_ep(chosen.ep)}, the "
                 "only one that activates"
             )
+        elif outcome.builtin is not None:
+            builtin = outcome.builtin.alias
+            detail = (
+                f"{env}={selector!r} selects the built-in {builtin!r} platform"
+                if selector
+                else "no platform plugin activates, so automatic selection falls back to the "
+                f"built-in {builtin!r} platform, the first whose probe matches"
+            )
         elif selector:
-            builtin = selector.casefold()
-            detail = f"{env}={selector!r} selects the built-in {builtin!r} platform"
+            detail = f"{env}={selector!r} selects the built-in {selector.casefold()!r} platform"
+        elif outcome.record.qualname:
+            detail = (
+                "no platform plugin activates and no built-in platform's probe matches, so "
+                f"automatic selection falls back to {outcome.record.qualname}"
+            )
         else:
             detail = (
-                "no platform plugin activates, so automatic selection falls back to a built-in "
-                "platform (cardcage platform shows which)"
+                "no platform plugin activates, so automatic selection falls back to the "
+                "built-in platforms"
             )
         if fails:
             detail += ", and platform selection fails (see the errors)"
@@ -941,15 +610,17 @@ def run_doctor() -> DoctorReport:
     """Every check, in the order a reader would want them: names, variables, platforms, imports.
 
     Platform checks run for every installed runtime whose selection policy is known (SRT, and
-    diffusion once cardcage-diffusion-runtime is installed), each with that runtime's policy:
-    its built-in aliases, the aliases its selector accepts, whether its allowlist filters
-    automatic discovery. Name and import checks cover every watched group. What the platform
-    checks find out about the selection (which distribution startup would select, if any)
+    diffusion once cardcage-diffusion-runtime is installed): the selection engine's own checks
+    (``diagnose_selection``) with that runtime's policy, its platform group's names first. Name
+    checks of the other watched groups, and import checks, cover every watched group. What the
+    platform checks find out about the selection (which distribution startup would select, if any)
     decides, per runtime, which general plugins startup would exclude, skip or run: doctor calls
     ``register()`` only of those it would run, and grades the problems of the others lower. The
     report's ``startup`` states that conclusion per runtime (selected platform, excluded
     distributions), so a consumer can compare it with ``cardcage platform`` or another host.
     """
+    from cardcage.platforms.selection_checks import check_duplicates
+
     snapshot = current_snapshot()
     profiles = runtime_profiles()
     groups = watched_groups(snapshot, profiles)
@@ -966,10 +637,10 @@ def run_doctor() -> DoctorReport:
         except Exception as exc:
             findings.append(_runtime_broken(ref.distribution, profile, exc))
             broken[profile.name] = _broken_startup(profile)
+    selecting = {policy.profile.platform_group for policy in policies}  # the engine checks them
     for group in groups:
-        findings.extend(_check_duplicates(group, snapshot.group(group)))
-    for policy in policies:
-        findings.extend(_check_reserved(policy, snapshot.group(policy.profile.platform_group)))
+        if group not in selecting:
+            findings.extend(check_duplicates(group, snapshot.group(group)))
     findings.extend(_check_env_vars())
     first_per_allowlist = {p.allowlist_env: p for p in reversed(profiles)}  # one report each
     for profile in first_per_allowlist.values():
@@ -978,9 +649,7 @@ def run_doctor() -> DoctorReport:
     checks: dict[str, _PlatformCheck] = {}
     for policy in policies:
         profile = policy.profile
-        platform_eps = snapshot.group(profile.platform_group)
-        findings.extend(_check_selector(policy, platform_eps))
-        check = _check_platforms(policy, platform_eps)
+        check = _check_platforms(policy, snapshot)
         findings.extend(check.findings)
         checks[profile.name] = check
         startups[profile.plugin_group] = _Startup(
@@ -992,8 +661,7 @@ def run_doctor() -> DoctorReport:
         if kind == "general":
             findings.extend(_check_general(group, snapshot.group(group), startups.get(group)))
     summaries = {
-        s.profile.name: _startup_summary(s, checks[s.profile.name], findings)
-        for s in startups.values()
+        s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
     }
     summaries.update(broken)
     return DoctorReport(

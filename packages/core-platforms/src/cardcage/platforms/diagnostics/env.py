@@ -11,11 +11,12 @@ if TYPE_CHECKING:
     from cardcage.hooks.envs import EnvRegistry, EnvVar
     from cardcage.hooks.snapshot import EntryPointSnapshot
 
+from cardcage.platforms.findings import DistRef
+
 from ._common import (
     ENV_MODULES,
     ENV_PREFIXES,
     SECRET_NAME,
-    DistRef,
     current_snapshot,
     dist_location,
     ep_dist,

@@ -1,0 +1,104 @@
+"""What a check found: one problem, who it concerns and the exact fix, as one value type.
+
+The selection engine (``cardcage.platforms.selection``) and ``cardcage doctor`` speak in these:
+the engine's checks return findings; selection raises the ``error`` of the first finding whose
+severity is ``error``; doctor reports every finding. One type, so the two cannot describe the same
+problem differently.
+
+Import-safe and cheap (no ``dataclasses``): the selection engine imports it on the path of the
+first ``current_platform`` access.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from cardcage.hooks._records import FrozenRecord
+
+__all__ = ["DistRef", "Finding", "Severity"]
+
+#: What a problem does to startup: an error breaks or silently changes it, a warning matters once
+#: the plugin is selected or allowed, info never affects it.
+Severity = Literal["error", "warning", "info"]
+
+
+class DistRef(FrozenRecord):
+    """A distribution as every plugin-related row names it: project name and version."""
+
+    _fields = ("name", "version")
+    __slots__ = _fields
+
+    name: str | None
+    version: str | None
+
+    def __init__(self, name: str | None, version: str | None) -> None:
+        init = object.__setattr__
+        init(self, "name", name)
+        init(self, "version", version)
+
+
+class Finding(FrozenRecord):
+    """One problem: what is wrong, who it concerns, and the exact fix.
+
+    ``error`` is the typed exception startup raises for this problem (None for a problem that
+    does not stop startup, or that startup never meets). It is not a field: it stays out of
+    equality, the JSON documents and the ``repr``.
+    """
+
+    _fields = (
+        "code",
+        "severity",
+        "message",
+        "fix",
+        "group",
+        "plugin",
+        "distributions",
+        "traceback",
+    )
+    __slots__ = (*_fields, "error")
+
+    code: str
+    severity: Severity
+    message: str
+    fix: str
+    group: str | None
+    plugin: str | None
+    distributions: tuple[DistRef, ...]
+    traceback: str | None
+    error: BaseException | None
+
+    def __init__(
+        self,
+        code: str,
+        severity: Severity,
+        message: str,
+        fix: str,
+        group: str | None = None,
+        plugin: str | None = None,
+        distributions: tuple[DistRef, ...] = (),
+        traceback: str | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "code", code)
+        init(self, "severity", severity)
+        init(self, "message", message)
+        init(self, "fix", fix)
+        init(self, "group", group)
+        init(self, "plugin", plugin)
+        init(self, "distributions", distributions)
+        init(self, "traceback", traceback)
+        init(self, "error", error)
+
+    def as_dict(self) -> dict[str, object]:
+        """The finding as the ``findings`` items of ``cardcage doctor --json``."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+            "group": self.group,
+            "plugin": self.plugin,
+            "distributions": [{"name": d.name, "version": d.version} for d in self.distributions],
+            "traceback": self.traceback,
+        }

@@ -1,0 +1,975 @@
+"""The platform-selection rules, each written once as a check that returns findings.
+
+``select_platform`` (``cardcage.platforms.selection``) runs these checks in startup order and
+raises the ``error`` of the first finding of severity ``error``; ``cardcage doctor`` runs the same
+checks through the same engine and reports every finding. A finding's ``message`` and ``fix`` are
+what doctor prints; its ``error`` is the typed exception startup raises, with the message the
+runtime has always raised.
+
+The checks never raise for a plugin's fault: importing an entry point, calling its
+``activate()``, loading and constructing the class it names all run here, and whatever they raise
+becomes a finding. Plugin code runs as cardcage's selection runs it (``activating_context``), so
+code asking ``cardcage.platforms.host.platform_host()`` learns that cardcage is the host.
+
+Import-safe and on the first ``current_platform`` path: stdlib and ``cardcage.hooks`` only at
+module scope; the error classes, ``difflib`` and ``traceback`` are imported where a problem is
+found.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from cardcage.hooks._records import FrozenRecord
+
+from .device_mixin import DeviceMixin, PlatformEnum
+from .findings import DistRef, Finding
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from cardcage.hooks.snapshot import PluginEntryPoint
+
+    from .findings import Severity
+    from .selection import BuiltinPlatform, SelectionPolicy
+
+__all__ = [
+    "Activation",
+    "activate_entry_point",
+    "activating_context",
+    "activating_plugin",
+    "check_auto_probe",
+    "check_builtin_class",
+    "check_builtin_selector",
+    "check_class",
+    "check_construction",
+    "check_declined",
+    "check_duplicates",
+    "check_multiple",
+    "check_names",
+    "check_no_platform",
+    "check_unknown_selector",
+    "describe_ep",
+    "load_platform_class",
+]
+
+# -- who is running: plugin code knows cardcage is its host ------------------------------------
+
+_activating = threading.local()
+
+
+def activating_plugin() -> PluginEntryPoint | None:
+    """The platform entry point whose ``activate()`` this thread is running, if any."""
+    return getattr(_activating, "entry_point", None)
+
+
+@contextmanager
+def activating_context(ep: PluginEntryPoint) -> Iterator[None]:
+    """Run plugin code of ``ep`` as selection runs it: ``activating_plugin()`` names ``ep``."""
+    previous = activating_plugin()
+    _activating.entry_point = ep
+    try:
+        yield
+    finally:
+        _activating.entry_point = previous
+
+
+# -- how messages name things ------------------------------------------------------------------
+
+
+def who(ep: PluginEntryPoint) -> str:
+    """``'name' (dist)``: how the runtime's exceptions name a plugin."""
+    return f"{ep.name!r} ({ep.dist_name})" if ep.dist_name else repr(ep.name)
+
+
+def describe_ep(ep: PluginEntryPoint) -> str:
+    """``'name' (dist 1.0)``: how findings name a plugin."""
+    if ep.dist_name is None:
+        return repr(ep.name)
+    version = ep.dist.version if ep.dist is not None else None
+    return f"{ep.name!r} ({ep.dist_name} {version or '?'})"
+
+
+def ep_dist(ep: PluginEntryPoint) -> DistRef:
+    """The distribution that provides ``ep``, as findings name it."""
+    return DistRef(ep.dist_name, ep.dist.version if ep.dist is not None else None)
+
+
+def _exc_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _tb(exc: BaseException) -> str:
+    import traceback  # the error path only
+
+    return "".join(traceback.format_exception(exc))
+
+
+def _severity(considered: bool) -> tuple[Severity, str]:
+    """A problem of a plugin startup calls is an error; of one it calls only once it is
+    selected (or allowed), a warning. The second value is "when" for the message."""
+    return ("error", "at startup") if considered else ("warning", "if it is selected")
+
+
+def _suggest(selected: str, names: Sequence[str]) -> str | None:
+    import difflib  # the error path only
+
+    close = difflib.get_close_matches(selected, sorted(names), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _sglang_finding(
+    severity: Severity,
+    message: str,
+    fix: str,
+    group: str,
+    ep: PluginEntryPoint,
+    exc: BaseException,
+    error: BaseException | None,
+) -> Finding:
+    """A plugin written for SGLang's own runtime: one code whichever step found it."""
+    return Finding(
+        code="plugin-targets-sglang",
+        severity=severity,
+        message=message,
+        fix=fix,
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        traceback=_tb(exc),
+        error=error,
+    )
+
+
+# -- names: checked before anything is loaded --------------------------------------------------
+
+
+def check_duplicates(group: str, eps: Sequence[PluginEntryPoint]) -> list[Finding]:
+    """An entry-point name provided twice in one group: plugin loading and selection refuse."""
+    by_name: dict[str, list[PluginEntryPoint]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    return [
+        _duplicate(group, name, found) for name, found in sorted(by_name.items()) if len(found) > 1
+    ]
+
+
+def _duplicate(group: str, name: str, found: list[PluginEntryPoint]) -> Finding:
+    from cardcage.hooks.errors import DuplicatePluginError
+
+    ordered = sorted(found, key=lambda ep: ((ep.dist_name or "").lower(), ep.name))
+    dists = tuple(ep_dist(ep) for ep in ordered)
+    shown = ", ".join(
+        f"{d.name} {d.version or '?'} ({ep.value})" for d, ep in zip(dists, ordered, strict=True)
+    )
+    return Finding(
+        code="duplicate-entry-point",
+        severity="error",
+        message=(
+            f"Entry-point name {name!r} in group {group!r} is provided by {len(found)} entry "
+            f"points: {shown}. Plugin loading and platform selection refuse to start."
+        ),
+        fix=(
+            f"Uninstall all but one of {', '.join(sorted({str(d.name) for d in dists}))}, or "
+            "rename the entry point in one distribution's pyproject.toml."
+        ),
+        group=group,
+        plugin=name,
+        distributions=dists,
+        error=DuplicatePluginError(group, name, [ep.dist_name for ep in found]),
+    )
+
+
+def check_names(policy: SelectionPolicy, eps: Sequence[PluginEntryPoint]) -> list[Finding]:
+    """The platform group's names, name by name: provided twice, or a built-in alias (in any
+    case: ``CPU`` would read as the built-in to every user)."""
+    group = policy.profile.platform_group
+    by_name: dict[str, list[PluginEntryPoint]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    findings: list[Finding] = []
+    for name, found in sorted(by_name.items()):
+        if len(found) > 1:
+            findings.append(_duplicate(group, name, found))
+        if policy.reserves(name):
+            findings.extend(_reserved(policy, ep) for ep in found)
+    return findings
+
+
+def _reserved(policy: SelectionPolicy, ep: PluginEntryPoint) -> Finding:
+    from .errors import ReservedPlatformNameError
+
+    group = policy.profile.platform_group
+    reserved = ", ".join(sorted(policy.aliases()))
+    fix = (
+        f"Rename the entry point in {ep.dist_name or 'its distribution'}'s pyproject.toml "
+        f"(reserved: {reserved})."
+    )
+    return Finding(
+        code="reserved-platform-name",
+        severity="error",
+        message=(
+            f"Platform entry point {describe_ep(ep)} in group {group!r} uses the built-in name "
+            f"{ep.name!r}; platform selection refuses to start."
+        ),
+        fix=fix,
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        error=ReservedPlatformNameError(
+            f"Platform entry point {who(ep)} in group {group!r} uses the built-in name "
+            f"{ep.name!r}, which is reserved for the in-tree platform. {fix}",
+            group=group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        ),
+    )
+
+
+# -- the selector --------------------------------------------------------------------------------
+
+
+def check_builtin_selector(
+    policy: SelectionPolicy,
+    selector: str,
+    builtin: BuiltinPlatform,
+    eps: Sequence[PluginEntryPoint] = (),
+) -> list[Finding]:
+    """A selector naming a built-in: one this runtime detects automatically only, or one whose
+    hardware probe fails (or raises). ``eps``: the platform entry points (named in the fix)."""
+    profile = policy.profile
+    env = profile.selector_env
+    if not builtin.explicit_allowed:
+        from .errors import UnsupportedSelectorError
+
+        error: BaseException = UnsupportedSelectorError(
+            env, selector, builtin.requirement or "its hardware", group=profile.platform_group
+        )
+        return [
+            _unknown_selector(
+                policy,
+                selector,
+                f"the built-in {selector!r} platform, which is detected automatically only: "
+                f"{env} does not accept it.",
+                _selectable(policy, eps),
+                error,
+            )
+        ]
+    if builtin.explicit_probe is None:
+        return []
+    try:
+        if builtin.explicit_probe():
+            return []
+    except Exception as exc:
+        problem = f"probing its hardware raised {_exc_line(exc)}"
+        error = exc  # startup lets the probe's own exception through
+    else:
+        from .errors import PlatformUnavailableError
+
+        problem = "its hardware is not available on this machine"
+        error = PlatformUnavailableError(
+            f"{env}={selector!r} selects an in-tree platform, but that hardware is not available "
+            "on this machine. Unset the variable to let cardcage pick what is present, or run on "
+            "a machine with that hardware.",
+            group=profile.platform_group,
+            plugin=selector,
+        )
+    return [
+        Finding(
+            code="selected-platform-unavailable",
+            severity="error",
+            message=(
+                f"{env}={selector!r} selects the built-in platform, but {problem}. Platform "
+                "selection fails at startup."
+            ),
+            fix=(
+                f"Unset {env} to use what is present, or install what the platform needs "
+                f"({builtin.requirement or 'its hardware and drivers'})."
+            ),
+            group=profile.platform_group,
+            plugin=selector,
+            error=error,
+        )
+    ]
+
+
+def _selectable(
+    policy: SelectionPolicy, eps: Sequence[PluginEntryPoint]
+) -> list[tuple[str, str | None]]:
+    """What the selector accepts: every entry point, then the built-ins it may name."""
+    return [(ep.name, ep.dist_name) for ep in eps] + [
+        (b.alias, None) for b in policy.builtins if b.explicit_allowed
+    ]
+
+
+def check_unknown_selector(
+    policy: SelectionPolicy, selector: str, eps: Sequence[PluginEntryPoint]
+) -> list[Finding]:
+    """A selector that names no entry point and no built-in: startup fails (a close name is
+    suggested)."""
+    if any(ep.name == selector for ep in eps) or policy.builtin_named(selector) is not None:
+        return []
+    from .errors import PlatformNotFoundError
+
+    profile = policy.profile
+    available = _selectable(policy, eps)
+    suggestion = _suggest(selector, sorted({name for name, _ in available}))
+    error = PlatformNotFoundError(
+        profile.selector_env,
+        selector,
+        available,
+        group=profile.platform_group,
+        suggestion=suggestion,
+    )
+    hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+    what = f"no platform entry point and no built-in platform.{hint}"
+    return [_unknown_selector(policy, selector, what, available, error)]
+
+
+def _unknown_selector(
+    policy: SelectionPolicy,
+    selector: str,
+    what: str,
+    available: list[tuple[str, str | None]],
+    error: BaseException,
+) -> Finding:
+    profile = policy.profile
+    choices = sorted({name for name, _ in available})
+    return Finding(
+        code="unknown-platform-selector",
+        severity="error",
+        message=(
+            f"{profile.selector_env}={selector!r} names {what} Platform selection fails at startup."
+        ),
+        fix=(
+            f"Set {profile.selector_env} to one of: {', '.join(repr(c) for c in choices)}; or "
+            "install the distribution that provides it; or unset it for automatic selection."
+        ),
+        group=profile.platform_group,
+        plugin=selector,
+        error=error,
+    )
+
+
+# -- one platform entry point: import, activate(), class ----------------------------------------
+
+
+class Activation(FrozenRecord):
+    """What importing one platform entry point and calling its ``activate()`` gave.
+
+    ``considered``: startup calls this entry point in the current mode (the selected one, or an
+    allowed one in automatic mode); problems of the others are warnings. ``qualname``: what
+    ``activate()`` returned, stripped (None: it declined, or failed). ``platform_class``: the
+    class ``qualname`` names, once loaded and valid. ``finding``: what went wrong, if anything.
+    """
+
+    _fields = ("ep", "considered", "qualname", "platform_class", "finding")
+    __slots__ = _fields
+
+    ep: PluginEntryPoint
+    considered: bool
+    qualname: str | None
+    platform_class: type | None
+    finding: Finding | None
+
+    def __init__(
+        self,
+        ep: PluginEntryPoint,
+        considered: bool,
+        qualname: str | None = None,
+        platform_class: type | None = None,
+        finding: Finding | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "ep", ep)
+        init(self, "considered", considered)
+        init(self, "qualname", qualname)
+        init(self, "platform_class", platform_class)
+        init(self, "finding", finding)
+
+    @property
+    def declined(self) -> bool:
+        """``activate()`` ran and returned None: its hardware is absent."""
+        return self.qualname is None and self.finding is None
+
+
+def activate_entry_point(
+    policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool = True
+) -> Activation:
+    """Import ``ep`` and call its ``activate()``; what they raise or return wrong is a finding.
+
+    Importing the entry point's module and calling ``activate()`` give different findings (and
+    errors), so the reader knows which of the two to fix.
+    """
+    failure: tuple[str, BaseException] | None = None
+    result: object = None
+    with activating_context(ep):
+        try:
+            callback = ep.load()
+        except (Exception, SystemExit) as exc:
+            failure = ("import", exc)
+        else:
+            try:
+                result = callback()  # type: ignore[operator]
+            except (Exception, SystemExit) as exc:
+                failure = ("activate", exc)
+    if failure is not None:
+        return Activation(
+            ep, considered, finding=_activation_failed(policy, ep, considered, *failure)
+        )
+    if result is None:
+        return Activation(ep, considered)
+    if not isinstance(result, str) or not result.strip():
+        return Activation(ep, considered, finding=_invalid_result(policy, ep, considered, result))
+    return Activation(ep, considered, result.strip())
+
+
+def _activation_failed(
+    policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool, step: str, exc: BaseException
+) -> Finding:
+    """Importing the entry point (``step="import"``) or calling ``activate()`` raised."""
+    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
+
+    from .errors import PlatformActivationError, SGLangPlatformActivationError
+
+    profile = policy.profile
+    group = profile.platform_group
+    severity, when = _severity(considered)
+    dist = ep.dist_name or ep.value
+    sglang_module = missing_sglang_module(exc)
+    if sglang_module is not None:
+        subject = "Platform plugin"
+        fix = _sglang_fix(policy, ep)
+        error: BaseException = SGLangPlatformActivationError(
+            targets_sglang_problem(
+                f"{subject} {who(ep)}",
+                f"importing it ({ep.value})" if step == "import" else "its activate()",
+                sglang_module,
+                exc,
+            ),
+            fix,
+            group=group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+            sglang_module=sglang_module,
+        )
+        error.__cause__ = exc
+        what = f"importing its entry point ({ep.value})" if step == "import" else "its activate()"
+        problem = targets_sglang_problem(f"{subject} {describe_ep(ep)}", what, sglang_module, exc)
+        return _sglang_finding(
+            severity, f"{problem} Platform selection aborts {when}.", fix, group, ep, exc, error
+        )
+    happened = (
+        f"could not be imported ({ep.value}): {_exc_line(exc)}"
+        if step == "import"
+        else f"failed to activate: {_exc_line(exc)}"
+    )
+    error = PlatformActivationError(
+        f"Platform plugin {who(ep)} {happened}. Startup stops here rather than fall back to a "
+        "built-in platform, which would run the work on the wrong hardware. Fix or uninstall "
+        f"{dist}, or select another platform with {profile.selector_env}.",
+        group=group,
+        plugin=ep.name,
+        distribution=ep.dist_name,
+    )
+    error.__cause__ = exc
+    if step == "import":
+        return Finding(
+            code="platform-import-failed",
+            severity=severity,
+            message=(
+                f"Platform plugin {describe_ep(ep)}: importing its entry point ({ep.value}) "
+                f"raised {_exc_line(exc)}, so its activate() was never called. Platform "
+                f"selection aborts {when}."
+            ),
+            fix=(
+                f"Fix or reinstall {dist} (pip install --force-reinstall {dist}), or uninstall "
+                "it; the entry point's module must import on any machine, with or without its "
+                "hardware."
+            ),
+            group=group,
+            plugin=ep.name,
+            distributions=(ep_dist(ep),),
+            traceback=_tb(exc),
+            error=error,
+        )
+    return Finding(
+        code="platform-activation-failed",
+        severity=severity,
+        message=(
+            f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc)}. "
+            f"Platform selection aborts {when}."
+        ),
+        fix=(
+            f"Fix or uninstall {dist}; activate() must return None when its hardware is absent, "
+            "never raise."
+        ),
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        traceback=_tb(exc),
+        error=error,
+    )
+
+
+def _invalid_result(
+    policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool, result: object
+) -> Finding:
+    """``activate()`` returned something other than a non-empty str or None."""
+    from .errors import InvalidActivateResultError
+
+    severity, when = _severity(considered)
+    shown = f"{type(result).__name__} {result!r:.80}"
+    return Finding(
+        code="platform-activation-invalid",
+        severity=severity,
+        message=(
+            f"Platform plugin {describe_ep(ep)}: activate() returned {shown}; it must return "
+            f"the platform class's qualified name (str) or None. Platform selection aborts {when}."
+        ),
+        fix=f"Fix activate() in {ep.dist_name or ep.value}.",
+        group=policy.profile.platform_group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        error=InvalidActivateResultError(
+            f"Platform plugin {who(ep)}: activate() must return the platform class's qualified "
+            f"name as a non-empty str (e.g. 'my_plugin.platform:MyPlatform') or None, got "
+            f"{shown}.",
+            group=policy.profile.platform_group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        ),
+    )
+
+
+def check_class(policy: SelectionPolicy, activation: Activation) -> Activation:
+    """Load and validate the class ``activate()`` named; ``activation`` with the class, or with
+    the finding that says why it is not usable."""
+    qualname = activation.qualname
+    if qualname is None or activation.finding is not None:
+        return activation
+    from .errors import PlatformError
+
+    ep = activation.ep
+    try:
+        cls = load_platform_class(policy, qualname, ep)
+    except PlatformError as exc:
+        return Activation(
+            ep, activation.considered, qualname, finding=_class_finding(policy, activation, exc)
+        )
+    return Activation(ep, activation.considered, qualname, cls)
+
+
+def _class_finding(policy: SelectionPolicy, activation: Activation, exc: Exception) -> Finding:
+    from cardcage.hooks.errors import TargetsSGLangError
+
+    ep = activation.ep
+    group = policy.profile.platform_group
+    severity, when = _severity(activation.considered)
+    if isinstance(exc, TargetsSGLangError):
+        problem = getattr(exc, "problem", str(exc))
+        return _sglang_finding(
+            severity,
+            f"{problem} Platform selection aborts {when}.",
+            getattr(exc, "fix", ""),
+            group,
+            ep,
+            exc,
+            exc,
+        )
+    base = policy.base_class
+    return Finding(
+        code="invalid-platform-class",
+        severity=severity,
+        message=f"{exc} Platform selection aborts {when}.",
+        fix=(
+            f"Make {activation.qualname} importable, a subclass of "
+            f"{base.__module__}.{base.__qualname__} with _enum = PlatformEnum.OOT, device_name "
+            f"and device_type; fix it in {ep.dist_name or ep.value}."
+        ),
+        group=group,
+        plugin=ep.name,
+        distributions=(ep_dist(ep),),
+        traceback=_tb(exc),
+        error=exc,
+    )
+
+
+def check_declined(policy: SelectionPolicy, selector: str, activation: Activation) -> list[Finding]:
+    """The selected entry point's ``activate()`` returned None: its hardware is absent."""
+    if not activation.declined:
+        return []
+    from .errors import PlatformUnavailableError
+
+    profile = policy.profile
+    env = profile.selector_env
+    ep = activation.ep
+    return [
+        Finding(
+            code="selected-platform-unavailable",
+            severity="error",
+            message=(
+                f"{env}={selector!r} selects platform plugin {describe_ep(ep)}, but its "
+                "activate() returned None (hardware not available on this machine?). Platform "
+                "selection fails at startup."
+            ),
+            fix=(
+                f"Unset {env} to use what is present, or check the vendor's driver and runtime "
+                "installation."
+            ),
+            group=profile.platform_group,
+            plugin=ep.name,
+            distributions=(ep_dist(ep),),
+            error=PlatformUnavailableError(
+                f"Platform plugin {who(ep)} is installed but activate() returned None (hardware "
+                f"not available on this machine?). Unset {env} to fall back to what is present, "
+                "or check the vendor's driver and runtime installation.",
+                group=profile.platform_group,
+                plugin=ep.name,
+                distribution=ep.dist_name,
+            ),
+        )
+    ]
+
+
+def check_multiple(policy: SelectionPolicy, activated: Sequence[Activation]) -> list[Finding]:
+    """Automatic mode: two or more platform plugins activate; selection refuses to guess."""
+    if len(activated) < 2:
+        return []
+    from .errors import MultiplePlatformsError
+
+    profile = policy.profile
+    env = profile.selector_env
+    names = ", ".join(describe_ep(a.ep) for a in activated)
+    return [
+        Finding(
+            code="multiple-platforms",
+            severity="error",
+            message=(
+                f"{len(activated)} platform plugins activate on this machine and {env} is not "
+                f"set: {names}. Automatic selection refuses to guess."
+            ),
+            fix=(
+                f"Set {env} to one of: {', '.join(repr(a.ep.name) for a in activated)}; or "
+                "uninstall the distributions you do not need."
+            ),
+            group=profile.platform_group,
+            distributions=tuple(ep_dist(a.ep) for a in activated),
+            error=MultiplePlatformsError(
+                env,
+                [(a.ep.name, a.ep.dist_name) for a in activated],
+                group=profile.platform_group,
+            ),
+        )
+    ]
+
+
+def check_no_platform(policy: SelectionPolicy) -> list[Finding]:
+    """Automatic mode: no plugin activated, no built-in probe matched, no default platform."""
+    from .errors import PlatformUnavailableError
+
+    profile = policy.profile
+    needs = "; ".join(f"{b.alias}: {b.requirement or 'its hardware'}" for b in policy.builtins)
+    return [
+        Finding(
+            code="no-platform-available",
+            severity="error",
+            message=(
+                "No platform plugin activates and no built-in platform's hardware is present. "
+                "Platform selection fails at startup."
+            ),
+            fix=(
+                "Install a platform plugin for this machine's hardware, or what a built-in "
+                f"platform needs ({needs})."
+            ),
+            group=profile.platform_group,
+            error=PlatformUnavailableError(
+                "No platform plugin activated and no built-in platform is available.",
+                group=profile.platform_group,
+            ),
+        )
+    ]
+
+
+def check_construction(
+    policy: SelectionPolicy, cls: type, ep: PluginEntryPoint | None
+) -> tuple[Any, list[Finding]]:
+    """Construct the selected platform with no arguments, as startup does: the instance, or
+    the finding that says why it cannot be constructed."""
+    try:
+        if ep is not None:
+            with activating_context(ep):
+                return cls(), []
+        return cls(), []
+    except Exception as exc:
+        from .errors import PlatformActivationError
+
+        source = f"platform plugin {describe_ep(ep)}" if ep is not None else "the built-in"
+        qualname = f"{cls.__module__}.{cls.__qualname__}"
+        error = PlatformActivationError(
+            f"Platform class {qualname} (from {who(ep) if ep is not None else 'built-in'}) could "
+            f"not be constructed with no arguments: {_exc_line(exc)}.",
+            group=policy.profile.platform_group,
+            plugin=ep.name if ep else None,
+            distribution=ep.dist_name if ep else None,
+        )
+        error.__cause__ = exc
+        return None, [
+            Finding(
+                code="platform-construction-failed",
+                severity="error",
+                message=(
+                    f"The platform class {qualname} (from {source}) raised {_exc_line(exc)} when "
+                    "constructed with no arguments. Platform selection fails at startup."
+                ),
+                fix=(
+                    "A platform's constructor must take no arguments and must not touch the "
+                    "device: move device set-up to init_backend(); fix it in "
+                    f"{(ep.dist_name or ep.value) if ep is not None else 'the runtime'}."
+                ),
+                group=policy.profile.platform_group,
+                plugin=ep.name if ep else None,
+                distributions=(ep_dist(ep),) if ep is not None else (),
+                traceback=_tb(exc),
+                error=error,
+            )
+        ]
+
+
+def check_auto_probe(
+    policy: SelectionPolicy, builtin: BuiltinPlatform
+) -> tuple[bool, list[Finding]]:
+    """Automatic mode: whether ``builtin``'s probe matches; a probe that raises is a finding
+    (startup lets the probe's own exception through)."""
+    try:
+        return bool(builtin.auto_probe()), []
+    except Exception as exc:
+        return False, [
+            Finding(
+                code="platform-probe-failed",
+                severity="error",
+                message=(
+                    f"Probing the built-in {builtin.alias!r} platform's hardware raised "
+                    f"{_exc_line(exc)}. Platform selection fails at startup."
+                ),
+                fix=(
+                    f"Set {policy.profile.selector_env} to the platform to use, or fix what the "
+                    f"probe reads ({builtin.requirement or 'its hardware and drivers'})."
+                ),
+                group=policy.profile.platform_group,
+                plugin=builtin.alias,
+                traceback=_tb(exc),
+                error=exc,
+            )
+        ]
+
+
+def check_builtin_class(
+    policy: SelectionPolicy, qualname: str
+) -> tuple[type | None, list[Finding]]:
+    """Load a built-in platform class; one that does not load means a broken installation."""
+    from .errors import PlatformError
+
+    try:
+        return load_platform_class(policy, qualname, None), []
+    except PlatformError as exc:
+        return None, [
+            Finding(
+                code="invalid-platform-class",
+                severity="error",
+                message=f"{exc} Platform selection fails at startup.",
+                fix="Reinstall the runtime's distribution (pip install --force-reinstall).",
+                group=policy.profile.platform_group,
+                traceback=_tb(exc),
+                error=exc,
+            )
+        ]
+
+
+# -- the class activate() names ------------------------------------------------------------------
+
+
+def _defined_by_base_mixin(cls: type, attr: str) -> bool:
+    """True when ``attr`` comes from ``DeviceMixin`` itself: the class never chose a value."""
+    for klass in cls.__mro__:
+        if attr in klass.__dict__:
+            return klass is DeviceMixin
+    return True
+
+
+def _resolve_name(qualname: str) -> object:
+    """Resolve ``module:attr`` or dotted ``pkg.mod.Class`` as ``pkgutil.resolve_name`` does,
+    but never hide why a module failed to import.
+
+    The colon form imports the module part, then walks the attributes. The dotted form imports
+    the longest prefix of the name that is a module, then walks the rest as attributes, like
+    ``resolve_name``; unlike it, a module that exists but fails to import (a missing
+    dependency such as ``sglang``, or an error in its code) raises that failure instead of the
+    misleading "module has no attribute" that ``resolve_name`` turns it into. A name that is
+    not made of identifiers goes to ``resolve_name`` itself, with its validation and errors.
+    """
+    module_name, colon, attrs = qualname.partition(":")
+    parts = attrs.split(".") if colon else module_name.split(".")
+    names = (*module_name.split("."), *parts) if colon else parts
+    if not all(p.isascii() and p.isidentifier() for p in names):
+        import pkgutil
+
+        return pkgutil.resolve_name(qualname)
+    if colon:
+        obj: object = importlib.import_module(module_name)
+    else:
+        module_name = parts.pop(0)
+        obj = importlib.import_module(module_name)  # the first part must be a module
+        while parts:
+            candidate = f"{module_name}.{parts[0]}"
+            try:
+                obj = importlib.import_module(candidate)
+            except ModuleNotFoundError as exc:
+                if exc.name != candidate:
+                    raise  # the module exists; something it imports does not
+                break  # no such module: the rest are attributes
+            module_name = candidate
+            parts.pop(0)
+    for part in parts:
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_platform_class(
+    policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint | None
+) -> type:
+    """Resolve ``qualname`` and check it is a usable platform class for ``policy``.
+
+    The checks selection makes before publishing (``check_class`` turns what this raises into
+    a finding): a subclass of the runtime's base, and for an external plugin
+    ``_enum = PlatformEnum.OOT`` with a real ``device_name`` and ``device_type``. Raises
+    ``InvalidPlatformClassError`` (``SGLangPlatformClassError`` for a class written for SGLang).
+    """
+    group = policy.profile.platform_group
+    source = who(ep) if ep is not None else "built-in"
+    try:
+        if ep is not None:
+            with activating_context(ep):
+                obj = _resolve_name(qualname)
+        else:
+            obj = _resolve_name(qualname)
+    except Exception as exc:
+        raise _unimportable_class_error(policy, qualname, ep, exc) from exc
+    base = policy.base_class
+    if not isinstance(obj, type) or not issubclass(obj, base):
+        from .errors import InvalidPlatformClassError
+
+        if isinstance(obj, type) and ep is not None:
+            native = _sglang_base(obj)
+            if native is not None:
+                raise _sglang_native_class_error(policy, qualname, ep, native)
+        raise InvalidPlatformClassError(
+            f"Expected a {base.__name__} subclass, got {type(obj).__name__} {obj!r:.80}: "
+            f"{qualname} (from platform plugin {source}). activate() must name a class that "
+            f"subclasses {base.__module__}.{base.__qualname__}.",
+            group=group,
+            plugin=ep.name if ep else None,
+            distribution=ep.dist_name if ep else None,
+        )
+    if ep is not None:
+        problems = []
+        if getattr(obj, "_enum", None) is not PlatformEnum.OOT:
+            problems.append(f"_enum = PlatformEnum.OOT (it has {getattr(obj, '_enum', None)})")
+        for attr in ("device_name", "device_type"):
+            value = getattr(obj, attr, "")
+            inherited_default = _defined_by_base_mixin(obj, attr)
+            if inherited_default:
+                problems.append(f"its own non-empty {attr} (it inherits DeviceMixin's {value!r})")
+            elif not isinstance(value, str) or not value or value == "unknown":
+                problems.append(f"a non-empty {attr} other than 'unknown' (it has {value!r})")
+        if problems:
+            from .errors import InvalidPlatformClassError
+
+            raise InvalidPlatformClassError(
+                f"External platform class {qualname} (from {source}) must set "
+                + " and ".join(problems)
+                + ".",
+                group=group,
+                plugin=ep.name,
+                distribution=ep.dist_name,
+            )
+    return obj
+
+
+def _unimportable_class_error(
+    policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint | None, exc: Exception
+) -> Exception:
+    """The error for a platform class that cannot be imported; the real cause is named."""
+    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
+
+    from .errors import InvalidPlatformClassError, SGLangPlatformClassError
+
+    profile = policy.profile
+    sglang_module = missing_sglang_module(exc) if ep is not None else None
+    if ep is not None and sglang_module is not None:
+        step = f"importing the class its activate() named ({qualname})"
+        return SGLangPlatformClassError(
+            targets_sglang_problem(f"Platform plugin {who(ep)}", step, sglang_module, exc),
+            _sglang_fix(policy, ep),
+            group=profile.platform_group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+            sglang_module=sglang_module,
+        )
+    source = who(ep) if ep is not None else "built-in"
+    return InvalidPlatformClassError(
+        f"Platform plugin {source} named {qualname!r}, which cannot be imported: {_exc_line(exc)}.",
+        group=profile.platform_group,
+        plugin=ep.name if ep else None,
+        distribution=ep.dist_name if ep else None,
+    )
+
+
+def _sglang_fix(
+    policy: SelectionPolicy, ep: PluginEntryPoint, *, sglang_installed: bool = False
+) -> str:
+    """The ways out for a platform plugin written for SGLang's runtime."""
+    from cardcage.hooks.errors import targets_sglang_fix
+
+    return (
+        f"{targets_sglang_fix(sglang_installed=sglang_installed)}. Until then, select another "
+        f"platform with {policy.profile.selector_env}, or uninstall {ep.dist_name or ep.value}."
+    )
+
+
+def _sglang_base(cls: type) -> type | None:
+    """The nearest class of SGLang's own (a module under ``sglang``) in ``cls``'s MRO, if any.
+
+    A class of SGLang's own means the platform class was written for SGLang's runtime (against
+    ``sglang.srt.platforms.interface.SRTPlatform``, or SGLang's diffusion ``Platform``).
+    """
+    for klass in cls.__mro__:
+        module = getattr(klass, "__module__", None) or ""
+        if module.partition(".")[0] == "sglang":
+            return klass
+    return None
+
+
+def _sglang_native_class_error(
+    policy: SelectionPolicy, qualname: str, ep: PluginEntryPoint, native: type
+) -> Exception:
+    """The error for an SGLang-native platform class handed to cardcage's selection."""
+    from .errors import SGLangPlatformClassError
+
+    profile = policy.profile
+    base = policy.base_class
+    found = f"{native.__module__}.{native.__qualname__}"
+    return SGLangPlatformClassError(
+        f"Platform plugin {who(ep)} targets SGLang's runtime: the class its activate() named, "
+        f"{qualname}, is a subclass of {found}, a platform class written for SGLang itself. "
+        f"cardcage hosts platform classes written against {base.__module__}."
+        f"{base.__qualname__} and does not adapt SGLang's own.",
+        _sglang_fix(policy, ep, sglang_installed=True),
+        group=profile.platform_group,
+        plugin=ep.name,
+        distribution=ep.dist_name,
+        sglang_module=native.__module__,
+    )
