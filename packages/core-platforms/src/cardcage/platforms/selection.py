@@ -36,10 +36,10 @@ from cardcage.hooks.loader import read_allowlist
 from cardcage.hooks.profile import RuntimeProfile
 from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
 
+from .platform_class import activating_plugin, load_platform_class, who
 from .selection_checks import (
     Activation,
     activate_entry_point,
-    activating_plugin,
     check_auto_probe,
     check_builtin_class,
     check_builtin_selector,
@@ -50,8 +50,6 @@ from .selection_checks import (
     check_names,
     check_no_platform,
     check_unknown_selector,
-    load_platform_class,
-    who,
 )
 
 # The error classes (``.errors``) are imported where a problem is found: a successful selection,
