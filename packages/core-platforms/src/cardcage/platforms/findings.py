@@ -11,11 +11,14 @@ first ``current_platform`` access.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cardcage.hooks._records import FrozenRecord
 
-__all__ = ["DistRef", "Finding", "Severity"]
+if TYPE_CHECKING:
+    from cardcage.hooks.snapshot import PluginEntryPoint
+
+__all__ = ["DistRef", "Finding", "Severity", "describe_ep", "ep_dist"]
 
 #: What a problem does to startup: an error breaks or silently changes it, a warning matters once
 #: the plugin is selected or allowed, info never affects it.
@@ -35,6 +38,18 @@ class DistRef(FrozenRecord):
         init = object.__setattr__
         init(self, "name", name)
         init(self, "version", version)
+
+
+def ep_dist(ep: PluginEntryPoint) -> DistRef:
+    """The distribution that provides ``ep``, as findings name it."""
+    return DistRef(ep.dist_name, ep.dist.version if ep.dist is not None else None)
+
+
+def describe_ep(ep: PluginEntryPoint) -> str:
+    """``'name' (dist 1.0)``: how findings name a plugin."""
+    if ep.dist_name is None:
+        return repr(ep.name)
+    return f"{ep.name!r} ({ep.dist_name} {ep_dist(ep).version or '?'})"
 
 
 class Finding(FrozenRecord):

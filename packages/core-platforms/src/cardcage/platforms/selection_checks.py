@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cardcage.hooks._records import FrozenRecord
 
-from .findings import DistRef, Finding
+from .findings import Finding, describe_ep, ep_dist
 from .platform_class import (
     activating_context,
     load_platform_class,
@@ -53,24 +53,17 @@ __all__ = [
     "check_names",
     "check_no_platform",
     "check_unknown_selector",
-    "describe_ep",
-    "ep_dist",
 ]
 
-# -- how messages name things ------------------------------------------------------------------
+# -- helpers ------------------------------------------------------------------------------------
 
 
-def describe_ep(ep: PluginEntryPoint) -> str:
-    """``'name' (dist 1.0)``: how findings name a plugin."""
-    if ep.dist_name is None:
-        return repr(ep.name)
-    version = ep.dist.version if ep.dist is not None else None
-    return f"{ep.name!r} ({ep.dist_name} {version or '?'})"
-
-
-def ep_dist(ep: PluginEntryPoint) -> DistRef:
-    """The distribution that provides ``ep``, as findings name it."""
-    return DistRef(ep.dist_name, ep.dist.version if ep.dist is not None else None)
+def _by_name(eps: Sequence[PluginEntryPoint]) -> list[tuple[str, list[PluginEntryPoint]]]:
+    """The entry points grouped by name, names sorted."""
+    by_name: dict[str, list[PluginEntryPoint]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    return sorted(by_name.items())
 
 
 def _exc_line(exc: BaseException) -> str:
@@ -124,12 +117,7 @@ def _sglang_finding(
 
 def check_duplicates(group: str, eps: Sequence[PluginEntryPoint]) -> list[Finding]:
     """An entry-point name provided twice in one group: plugin loading and selection refuse."""
-    by_name: dict[str, list[PluginEntryPoint]] = {}
-    for ep in eps:
-        by_name.setdefault(ep.name, []).append(ep)
-    return [
-        _duplicate(group, name, found) for name, found in sorted(by_name.items()) if len(found) > 1
-    ]
+    return [_duplicate(group, name, found) for name, found in _by_name(eps) if len(found) > 1]
 
 
 def _duplicate(group: str, name: str, found: list[PluginEntryPoint]) -> Finding:
@@ -162,11 +150,8 @@ def check_names(policy: SelectionPolicy, eps: Sequence[PluginEntryPoint]) -> lis
     """The platform group's names, name by name: provided twice, or a built-in alias (in any
     case: ``CPU`` would read as the built-in to every user)."""
     group = policy.profile.platform_group
-    by_name: dict[str, list[PluginEntryPoint]] = {}
-    for ep in eps:
-        by_name.setdefault(ep.name, []).append(ep)
     findings: list[Finding] = []
-    for name, found in sorted(by_name.items()):
+    for name, found in _by_name(eps):
         if len(found) > 1:
             findings.append(_duplicate(group, name, found))
         if policy.reserves(name):

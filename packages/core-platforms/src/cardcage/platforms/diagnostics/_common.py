@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks._records import Record
-from cardcage.platforms.findings import DistRef
+from cardcage.platforms import findings as _findings
 
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
@@ -145,21 +145,15 @@ def version_of(dist: str | None, versions: dict[str, str] | None) -> str | None:
     return versions.get(normalize(dist))
 
 
-def ep_dist(ep: PluginEntryPoint) -> DistRef:
-    return DistRef(ep.dist_name, ep.dist.version if ep.dist is not None else None)
-
-
 def ep_order(ep: PluginEntryPoint) -> tuple[str, str]:
-    """The order selection activates platforms in: (distribution, entry-point name)."""
+    """A stable order of rows: (distribution, entry-point name), ignoring case."""
     return ((ep.dist_name or "").lower(), ep.name)
 
 
-def describe_ep(ep: PluginEntryPoint) -> str:
-    """``'name' (dist 1.0)``: how messages name a plugin."""
-    dist = ep_dist(ep)
-    if dist.name is None:
-        return repr(ep.name)
-    return f"{ep.name!r} ({dist.name} {dist.version or '?'})"
+#: How every diagnostic names a plugin's distribution (``DistRef``) and a plugin
+#: (``'name' (dist 1.0)``): the findings' own helpers, so doctor and selection word them alike.
+ep_dist = _findings.ep_dist
+describe_ep = _findings.describe_ep
 
 
 @functools.cache
