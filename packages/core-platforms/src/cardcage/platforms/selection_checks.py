@@ -66,6 +66,16 @@ def _by_name(eps: Sequence[PluginEntryPoint]) -> list[tuple[str, list[PluginEntr
     return sorted(by_name.items())
 
 
+def _reraise_unless_platform_error(exc: Exception) -> None:
+    """What ``load_platform_class`` raises for a bad class is a ``PlatformError``, a finding;
+    anything else is a bug, not a verdict on the plugin. (The error classes are imported here,
+    on the error path, so a successful selection never imports them.)"""
+    from .errors import PlatformError
+
+    if not isinstance(exc, PlatformError):
+        raise exc
+
+
 def _exc_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -511,12 +521,11 @@ def check_class(policy: SelectionPolicy, activation: Activation) -> Activation:
     qualname = activation.qualname
     if qualname is None or activation.finding is not None:
         return activation
-    from .errors import PlatformError
-
     ep = activation.ep
     try:
         cls = load_platform_class(policy, qualname, ep)
-    except PlatformError as exc:
+    except Exception as exc:
+        _reraise_unless_platform_error(exc)
         return Activation(
             ep, activation.considered, qualname, finding=_class_finding(policy, activation, exc)
         )
@@ -731,11 +740,10 @@ def check_builtin_class(
     policy: SelectionPolicy, qualname: str
 ) -> tuple[type | None, list[Finding]]:
     """Load a built-in platform class; one that does not load means a broken installation."""
-    from .errors import PlatformError
-
     try:
         return load_platform_class(policy, qualname, None), []
-    except PlatformError as exc:
+    except Exception as exc:
+        _reraise_unless_platform_error(exc)
         return None, [
             Finding(
                 code="invalid-platform-class",
