@@ -325,6 +325,33 @@ def test_default_probes_import_no_torch_on_a_machine_without_accelerator_drivers
     assert found == {"platform": "SRTPlatform", "heavy": []}
 
 
+@pytest.mark.skipif(
+    _DRIVER_PRESENT, reason="an accelerator driver is present, so probing may import torch"
+)
+def test_a_successful_selection_imports_no_error_path_module(site: Site) -> None:
+    # The selection engine's error classes and the modules that word its problems are imported
+    # where a problem is found: every process pays for a successful selection, only a failing
+    # one for them. (A vendor class that the contract checks may import the error classes.)
+    site.dist("vendor-s", platforms={"sleepy": DECLINING})
+
+    found = run_python(
+        """
+        import json, sys
+        error_path = ("cardcage.platforms.errors", "difflib")
+        before = {m for m in error_path if m in sys.modules}
+        import cardcage.platforms
+        platform = cardcage.platforms.current_platform
+        print(json.dumps({
+            "platform": type(platform).__name__,
+            "imported": sorted(m for m in error_path if m in sys.modules and m not in before),
+        }))
+        """,
+        subprocess_env(site.root),
+    )
+
+    assert found == {"platform": "SRTPlatform", "imported": []}
+
+
 # -- re-entrancy ----------------------------------------------------------------------------------
 
 
