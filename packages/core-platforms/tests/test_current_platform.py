@@ -329,15 +329,15 @@ def test_default_probes_import_no_torch_on_a_machine_without_accelerator_drivers
     _DRIVER_PRESENT, reason="an accelerator driver is present, so probing may import torch"
 )
 def test_a_successful_selection_imports_no_error_path_module(site: Site) -> None:
-    # The selection engine's error classes and the modules that word its problems are imported
-    # where a problem is found: every process pays for a successful selection, only a failing
-    # one for them. (A vendor class that the contract checks may import the error classes.)
+    # The selection engine's error classes, its findings and the modules that word its problems
+    # are imported where a problem is found: every process pays for a successful selection, only
+    # a failing one for them. (A vendor class that the contract checks may import the errors.)
     site.dist("vendor-s", platforms={"sleepy": DECLINING})
 
     found = run_python(
         """
         import json, sys
-        error_path = ("cardcage.platforms.errors", "difflib")
+        error_path = ("cardcage.platforms.errors", "cardcage.platforms.findings", "difflib")
         before = {m for m in error_path if m in sys.modules}
         import cardcage.platforms
         platform = cardcage.platforms.current_platform

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from cardcage.hooks._records import FrozenRecord
 
-from .findings import Finding, describe_ep, ep_dist
 from .platform_class import (
     activating_context,
     load_platform_class,
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
     from cardcage.hooks.snapshot import PluginEntryPoint
 
-    from .findings import Severity
+    from .findings import Finding, Severity
     from .selection import BuiltinPlatform, SelectionPolicy
 
 __all__ = [
@@ -109,6 +108,8 @@ def _sglang_finding(
     error: BaseException | None,
 ) -> Finding:
     """A plugin written for SGLang's own runtime: one code whichever step found it."""
+    from .findings import Finding, ep_dist
+
     return Finding(
         code="plugin-targets-sglang",
         severity=severity,
@@ -132,6 +133,8 @@ def check_duplicates(group: str, eps: Sequence[PluginEntryPoint]) -> list[Findin
 
 def _duplicate(group: str, name: str, found: list[PluginEntryPoint]) -> Finding:
     from cardcage.hooks.errors import DuplicatePluginError
+
+    from .findings import Finding, ep_dist
 
     ordered = sorted(found, key=lambda ep: ((ep.dist_name or "").lower(), ep.name))
     dists = tuple(ep_dist(ep) for ep in ordered)
@@ -171,6 +174,7 @@ def check_names(policy: SelectionPolicy, eps: Sequence[PluginEntryPoint]) -> lis
 
 def _reserved(policy: SelectionPolicy, ep: PluginEntryPoint) -> Finding:
     from .errors import ReservedPlatformNameError
+    from .findings import Finding, describe_ep, ep_dist
 
     group = policy.profile.platform_group
     reserved = ", ".join(sorted(policy.aliases()))
@@ -247,6 +251,8 @@ def check_builtin_selector(
             group=profile.platform_group,
             plugin=selector,
         )
+    from .findings import Finding
+
     return [
         Finding(
             code="selected-platform-unavailable",
@@ -306,6 +312,8 @@ def _unknown_selector(
     available: list[tuple[str, str | None]],
     error: BaseException,
 ) -> Finding:
+    from .findings import Finding
+
     profile = policy.profile
     choices = sorted({name for name, _ in available})
     return Finding(
@@ -404,6 +412,7 @@ def _activation_failed(
     from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
 
     from .errors import PlatformActivationError, SGLangPlatformActivationError
+    from .findings import Finding, describe_ep, ep_dist
 
     profile = policy.profile
     group = profile.platform_group
@@ -490,6 +499,7 @@ def _invalid_result(
 ) -> Finding:
     """``activate()`` returned something other than a non-empty str or None."""
     from .errors import InvalidActivateResultError
+    from .findings import Finding, describe_ep, ep_dist
 
     severity, when = _severity(considered)
     shown = f"{type(result).__name__} {result!r:.80}"
@@ -535,6 +545,8 @@ def check_class(policy: SelectionPolicy, activation: Activation) -> Activation:
 def _class_finding(policy: SelectionPolicy, activation: Activation, exc: Exception) -> Finding:
     from cardcage.hooks.errors import TargetsSGLangError
 
+    from .findings import Finding, ep_dist
+
     ep = activation.ep
     group = policy.profile.platform_group
     severity, when = _severity(activation.considered)
@@ -572,6 +584,7 @@ def check_declined(policy: SelectionPolicy, selector: str, activation: Activatio
     if not activation.declined:
         return []
     from .errors import PlatformUnavailableError
+    from .findings import Finding, describe_ep, ep_dist
 
     profile = policy.profile
     env = profile.selector_env
@@ -609,6 +622,7 @@ def check_multiple(policy: SelectionPolicy, activated: Sequence[Activation]) -> 
     if len(activated) < 2:
         return []
     from .errors import MultiplePlatformsError
+    from .findings import Finding, describe_ep, ep_dist
 
     profile = policy.profile
     env = profile.selector_env
@@ -639,6 +653,7 @@ def check_multiple(policy: SelectionPolicy, activated: Sequence[Activation]) -> 
 def check_no_platform(policy: SelectionPolicy) -> list[Finding]:
     """Automatic mode: no plugin activated, no built-in probe matched, no default platform."""
     from .errors import PlatformUnavailableError
+    from .findings import Finding
 
     profile = policy.profile
     needs = "; ".join(f"{b.alias}: {b.requirement or 'its hardware'}" for b in policy.builtins)
@@ -675,6 +690,7 @@ def check_construction(
         return cls(), []
     except Exception as exc:
         from .errors import PlatformActivationError
+        from .findings import Finding, describe_ep, ep_dist
 
         source = f"platform plugin {describe_ep(ep)}" if ep is not None else "the built-in"
         qualname = f"{cls.__module__}.{cls.__qualname__}"
@@ -716,6 +732,8 @@ def check_auto_probe(
     try:
         return bool(builtin.auto_probe()), []
     except Exception as exc:
+        from .findings import Finding
+
         return False, [
             Finding(
                 code="platform-probe-failed",
@@ -744,6 +762,8 @@ def check_builtin_class(
         return load_platform_class(policy, qualname, None), []
     except Exception as exc:
         _reraise_unless_platform_error(exc)
+        from .findings import Finding
+
         return None, [
             Finding(
                 code="invalid-platform-class",
