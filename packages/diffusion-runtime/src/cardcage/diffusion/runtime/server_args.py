@@ -22,6 +22,7 @@ from typing import Any
 
 from cardcage.diffusion.configs._validate import check_choice, check_float, check_int
 from cardcage.diffusion.configs.pipeline_config import PipelineConfig
+from cardcage.diffusion.configs.sampling_params import check_seed
 from cardcage.diffusion.errors import InvalidServerArgsError
 
 from .platforms.current import get_current_platform
@@ -68,7 +69,7 @@ class ServerArgs:
         if not isinstance(self.host, str) or not self.host.strip():
             raise err("host", self.host, "a host name or IP address to bind, e.g. '127.0.0.1'")
         check_int(err, "port", self.port, low=1, high=65535)
-        check_int(err, "seed", self.seed, low=0, high=2**63 - 1)
+        check_seed(err, "seed", self.seed)  # the range every request accepts
         if isinstance(self.log_level, str):
             self.log_level = self.log_level.lower()
         check_choice(err, "log_level", self.log_level, LOG_LEVELS)
