@@ -47,7 +47,8 @@ NUMPY = "numpy==2.4.6"  # the shm test of protocol-5 buffers from numpy arrays; 
 ANCHOR_VERSION = "0.5.23"
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
-DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS]
+TQDM = "tqdm==4.70.1"
+DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS, TQDM]
 # SGLang's wheel goes in with --no-deps: its metadata asks for torch==2.14.1 and the whole GPU
 # serving stack. These are what its import path needs on CPU: `import sglang` (which resolves SRT's
 # current_platform), both platform selections, both plugin loaders and the functions the scenario
@@ -67,7 +68,7 @@ SGLANG_HOST_PINS = [
     "msgspec==0.23.0",  # sglang.srt.platforms.interface: PlatformCapabilities is a msgspec Struct
     "pydantic==2.14.4",  # sglang.utils; its pydantic-core for sglang.srt.utils.msgspec_utils
     PYZMQ,  # sglang.srt.utils.network (zmq)
-    "tqdm==4.70.1",  # sglang.lang.interpreter, reached by `import sglang`
+    TQDM,  # sglang.lang.interpreter, reached by `import sglang`
     "ipython==9.18.1",  # sglang.utils (IPython.display), reached by `import sglang`
     "aiohttp==3.14.5",  # sglang.lang.backend.runtime_endpoint, imported by sglang/__init__.py
 ]

@@ -117,6 +117,21 @@ def test_seeds_and_prompts_select_the_images(pair: DiffGenerator) -> None:
     assert len(several) == 2
 
 
+def test_each_denoising_step_is_reported_to_the_caller_as_rank_0_computes(
+    pair: DiffGenerator,
+) -> None:
+    steps: list[tuple[int, int]] = []
+    image = pair.generate(PROMPT, REQUEST, on_step=lambda step, total: steps.append((step, total)))
+    assert steps == [(1, 3), (2, 3), (3, 3)]
+    steps.clear()
+    again = pair.generate(PROMPT, REQUEST)  # nobody listening: the steps are not kept for later
+    pair.generate(PROMPT, REQUEST, num_inference_steps=2, on_step=lambda *step: steps.append(step))
+    assert steps == [(1, 2), (2, 2)]
+    assert isinstance(image, DiffusionImage)
+    assert isinstance(again, DiffusionImage)
+    assert image.rgb == again.rgb  # listening changes nothing about the image
+
+
 def test_the_server_seed_is_the_default(pair: DiffGenerator) -> None:
     image = pair.generate(prompt="a fox", num_inference_steps=1)
     assert isinstance(image, DiffusionImage)

@@ -214,8 +214,9 @@ class WorkerFailedError(WorkerError):
         self.traceback = traceback
         super().__init__(
             f"Diffusion worker rank {rank} (pid {pid}) failed during {phase}: "
-            f"{error_type}: {error_message}. Every worker was shut down; fix the cause shown in "
-            "the worker traceback below and launch again.\n--- worker traceback ---\n"
+            f"{error_type}: {error_message.rstrip('.')}. Every worker was shut down; fix the "
+            "cause shown in the worker traceback below and launch again.\n"
+            "--- worker traceback ---\n"
             f"{traceback.rstrip()}",
             rank=rank,
             pid=pid,

@@ -37,8 +37,10 @@ class ServerArgs:
     """Settings shared by the launcher, every worker and the HTTP server.
 
     ``model_path`` is a built-in model id or a local directory; ``num_gpus`` is the number of
-    worker processes (one per device; CPU workers on the CPU platform); ``master_port`` is the
-    torch.distributed rendezvous port (None: pick a free one at launch);
+    worker processes (one per device; CPU workers on the CPU platform); ``seed`` is the seed of
+    requests that pass none, so it takes exactly the range a request's seed does (0 to
+    ``MAX_SEED``); ``master_port`` is the torch.distributed rendezvous port (None: the launcher
+    binds one the kernel picks and hands it to rank 0, so no other process can take it);
     ``worker_start_timeout`` bounds the wait for every worker to report ready (None: no bound);
     ``dit_layerwise_offload=None`` takes the platform's default.
     """

@@ -9,7 +9,8 @@ A worker starts in this order (``run_scheduler_process``):
 1. ``GPUWorker.init_device_and_model()``, the documented BEFORE/AROUND hook point for rank-aware
    set-up (``rank``, ``local_rank`` and ``world_size`` are attributes of the worker): the
    platform's local device, ``torch.distributed`` over ``world_size`` ranks with the platform's
-   backend (gloo on CPU) and a rendezvous at ``127.0.0.1:master_port``, the sequence-parallel
+   backend (gloo on CPU) and a rendezvous through rank 0's TCPStore on ``127.0.0.1:master_port``
+   (see ``init_distributed`` for why the port cannot be taken meanwhile), the sequence-parallel
    group and its all-to-all communicator (the class the platform names in
    ``get_all_to_all_communicator_cls()``), and the pipeline built on the device with that
    communicator;
@@ -22,7 +23,8 @@ as an ``InvalidSamplingParamsError`` and reaches no other rank), broadcasts it t
 queue, and every rank runs the pipeline with the same request: the ranks split the image tokens
 and exchange them with the communicator's ``all_to_all_4D`` around attention, and each ends with
 the whole image.
-Rank 0 answers with the images as raw RGB bytes and logs each denoising step at INFO.
+Rank 0 answers with the images as raw RGB bytes; it logs each denoising step at DEBUG and
+reports it to the launcher as a ``protocol.Progress`` (what ``generate``'s progress bar draws).
 
 The other ranks wait on the queue, and a thread of theirs watches the launcher's pipe: a
 ``Shutdown`` or the pipe's end cancels the wait. A rank that raises in the middle of a request
@@ -55,10 +57,11 @@ from cardcage.diffusion.runtime.platforms.current import (
     initialize_current_platform,
 )
 
-from .protocol import Ready, Request, Response, Shutdown, WorkerFailure
-from .worker_bootstrap import bootstrap_timings
+from .protocol import Progress, Ready, Request, Response, Shutdown, WorkerFailure
+from .worker_bootstrap import bootstrap_timings, take_rendezvous_listener
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.connection import Connection
 
     from cardcage.diffusion.runtime.distributed import DeviceCommunicatorBase
@@ -164,6 +167,9 @@ class GPUWorker:
         #: Set when a distributed request failed after it was broadcast: the ranks are out of
         #: step, so this group serves nothing more.
         self.broken: BaseException | None = None
+        #: Rank 0, while it serves a request: called with ``(step, total)`` after each
+        #: denoising step (``serve_requests`` sends it to the launcher as ``Progress``).
+        self.report_step: Callable[[int, int], None] | None = None
         self._requests = 0
 
     # -- initialization -------------------------------------------------------------------------
@@ -199,7 +205,8 @@ class GPUWorker:
 
     def init_distributed(self) -> None:
         """Join ``torch.distributed``: ``world_size`` ranks, the platform's backend, rendezvous
-        on ``127.0.0.1:master_port`` (the launcher picks a free port when none is set)."""
+        through a TCPStore that rank 0 serves on ``127.0.0.1:master_port`` (``_rendezvous_store``).
+        """
         import datetime
 
         import torch.distributed as dist
@@ -218,7 +225,7 @@ class GPUWorker:
                 options["device_id"] = self.device
             dist.init_process_group(
                 backend=backend,
-                init_method=f"tcp://127.0.0.1:{port}",
+                store=self._rendezvous_store(port),
                 rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S),
@@ -237,6 +244,53 @@ class GPUWorker:
         )
         self.sp_group = self.world_group if self.world_size > 1 else None
         self.sp_communicator = self.build_sp_communicator()
+
+    def _rendezvous_store(self, port: int) -> Any:
+        """The ``TCPStore`` every rank meets in: rank 0 serves it, the others connect to it.
+
+        When the launcher chose the port (``master_port`` unset), it bound a socket to
+        ``127.0.0.1:0`` itself, kept it listening and handed it to rank 0 through spawn
+        (``take_rendezvous_listener()``); rank 0's store serves on that very socket. The port is
+        bound from the moment the kernel picks it until the group is gone, so no other process
+        can take it in between: the race of probing a free port, closing it and binding it
+        again (which once ended in EADDRINUSE) cannot happen. Ranks that connect before rank 0's
+        store runs wait in the socket's backlog. With an explicit ``master_port`` (or a worker
+        started without a launcher), rank 0 binds the port the caller chose.
+        Either way the store listens on the loopback interface only.
+        """
+        import datetime
+        import socket
+
+        import torch
+        from torch.distributed import TCPStore
+
+        timeout = datetime.timedelta(seconds=DIST_TIMEOUT_S)
+        if self.rank != 0:
+            return TCPStore("127.0.0.1", port, self.world_size, False, timeout)
+        listener = take_rendezvous_listener()
+        if listener is None:
+            try:
+                listener = socket.create_server(("127.0.0.1", port), backlog=self.world_size)
+            except OSError as exc:
+                raise InvalidServerArgsError(
+                    "master_port",
+                    port,
+                    "a free TCP port on 127.0.0.1",
+                    message=f"Rank 0 cannot listen on 127.0.0.1:{port} for the workers' "
+                    f"rendezvous ({exc.strerror or exc}). Choose another ServerArgs.master_port, "
+                    "or leave it unset so the launcher picks one that cannot be taken.",
+                ) from exc
+        fd = listener.detach()  # the store owns the socket from here and closes it
+        try:
+            return TCPStore(
+                "127.0.0.1", port, self.world_size, True, timeout, wait_for_workers=False,
+                master_listen_fd=fd,
+                # libuv's server serves an inherited socket from torch 2.8 on (pytorch#150215).
+                use_libuv=torch.__version__ >= "2.8",
+            )  # fmt: skip
+        except BaseException:
+            os.close(fd)
+            raise
 
     def build_sp_communicator(self) -> DeviceCommunicatorBase:
         """The platform's all-to-all communicator for ``sp_group`` on this rank's device.
@@ -374,9 +428,12 @@ class GPUWorker:
         pipeline = self._require_pipeline()
         on_step = None
         if self.rank == 0:
+            report = self.report_step
 
             def on_step(step: int, total: int) -> None:
-                logger.info("Request #%d: denoising step %d/%d", number, step, total)
+                logger.debug("Request #%d: denoising step %d/%d", number, step, total)
+                if report is not None:
+                    report(step, total)
 
         return pipeline.generate(prompts, params, on_step=on_step)
 
@@ -433,9 +490,25 @@ def serve_requests(worker: GPUWorker, pipe: Connection) -> None:
             if not isinstance(message, Request):
                 logger.warning("Rank %d ignored an unexpected message %r", worker.rank, message)
                 continue
-            pipe.send(_answer(worker, message))
+            worker.report_step = _progress_sender(pipe, message.request_id)
+            try:
+                reply = _answer(worker, message)
+            finally:
+                worker.report_step = None
+            pipe.send(reply)
     finally:
         worker.close()
+
+
+def _progress_sender(pipe: Connection, request_id: int) -> Callable[[int, int], None]:
+    """``report_step`` for one request: a ``Progress`` to the launcher (best effort: a pipe that
+    broke fails the answer a moment later anyway, not the computation)."""
+
+    def send(step: int, total: int) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            pipe.send(Progress(request_id, step, total))
+
+    return send
 
 
 def _watch_pipe(

@@ -7,8 +7,10 @@
 * uses a local ``multiprocessing.get_context("spawn")``, whatever start method the embedding
   application chose globally: a forked worker would inherit this process's imported modules and
   applied patches, and the lifecycle order would mean nothing;
-* picks a free rendezvous port for the workers' ``torch.distributed`` group when
-  ``ServerArgs.master_port`` is None;
+* when ``ServerArgs.master_port`` is None, binds the workers' ``torch.distributed`` rendezvous
+  socket itself (``127.0.0.1``, a port the kernel picks), keeps it listening and hands it to
+  rank 0, whose store serves on it: the port is never free between being chosen and being used
+  (``_rendezvous_listener``);
 * captures ``ServerArgs`` into one ``ServerArgsPayload`` shared by every rank;
 * waits on every worker's pipe and process sentinel at once (``multiprocessing.connection.wait``,
   no polling): each must send ``Ready``; a ``WorkerFailure`` or a worker that exits first fails
@@ -50,7 +52,7 @@ from cardcage.diffusion.errors import (
 )
 from cardcage.diffusion.runtime.platforms.plugins import apply_plugin_hooks
 
-from .protocol import Ready, Request, Response, Shutdown, WorkerFailure
+from .protocol import Progress, Ready, Request, Response, Shutdown, WorkerFailure
 from .worker_bootstrap import (
     DEFAULT_HTTP_SERVER_ENTRY,
     SchedulerProcessSpec,
@@ -60,6 +62,7 @@ from .worker_bootstrap import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
@@ -131,12 +134,17 @@ def _exit_report(handle: WorkerHandle, during: str) -> WorkerError:
     return _failed(handle, failure) if failure is not None else _died(handle, during)
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the rendezvous port of a new worker group)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _rendezvous_listener(world_size: int) -> socket.socket:
+    """The workers' rendezvous socket: listening on ``127.0.0.1`` at a port the kernel picks.
+
+    Why no other process can take the port: it is chosen by this ``bind()`` and stays bound
+    until the group is gone. This process holds the socket until rank 0 has inherited it at
+    spawn, and rank 0's ``TCPStore`` then serves on that same socket (``master_listen_fd``);
+    the port is never closed and bound again. (Probing a free port, closing the probe and
+    letting rank 0 bind it later left a window in which another process could take it, and
+    one did: EADDRINUSE.) Ranks that connect before rank 0's store runs wait in the backlog.
+    """
+    return socket.create_server(("127.0.0.1", 0), backlog=world_size)
 
 
 def _wait_exited(handles: list[WorkerHandle], timeout: float) -> list[WorkerHandle]:
@@ -287,9 +295,18 @@ class WorkerGroup:
         return error
 
     def submit(
-        self, method: str, payload: Any = None, *, rank: int = 0, timeout: float | None = None
+        self,
+        method: str,
+        payload: Any = None,
+        *,
+        rank: int = 0,
+        timeout: float | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> Any:
         """Send ``Request(method, payload)`` to ``rank``; return its answer.
+
+        ``on_progress(step, total)`` is called, in this thread, for each ``Progress`` the worker
+        reports while it serves the request (denoising steps of ``generate``).
 
         Raises ``WorkerRequestError`` if the worker raised while serving it (the group stays
         up), ``WorkerDiedError`` / ``WorkerFailedError`` if any worker died or failed meanwhile
@@ -334,7 +351,13 @@ class WorkerGroup:
                         return message.value
                     if isinstance(message, WorkerFailure):
                         raise self._fail(self._root_cause(handle, message, during))
-                    continue  # a stale answer to a request that timed out earlier
+                    if (
+                        isinstance(message, Progress)
+                        and message.request_id == request.request_id
+                        and on_progress is not None
+                    ):
+                        on_progress(message.step, message.total)
+                    continue  # progress, or a stale answer to a request that timed out earlier
                 dead = sentinels[next(obj for obj in ready if isinstance(obj, int))]
                 if dead is handle and handle.conn.poll():
                     continue  # read what it sent before exiting first
@@ -403,8 +426,15 @@ def launch_workers(
     """
     if apply_hooks:
         apply_plugin_hooks()
+    listener: socket.socket | None = None
     if server_args.master_port is None:
-        server_args = dataclasses.replace(server_args, master_port=_free_port())
+        listener = _rendezvous_listener(server_args.num_gpus)
+        port = listener.getsockname()[1]
+        try:
+            server_args = dataclasses.replace(server_args, master_port=port)
+        except BaseException:
+            listener.close()
+            raise
     context = spawn_context()
     payload = ServerArgsPayload.capture(server_args)
     world_size = server_args.num_gpus
@@ -423,6 +453,7 @@ def launch_workers(
                 parent_pid=os.getpid(),
                 log_level=server_args.log_level,
                 parent_death_signal=threading.current_thread() is threading.main_thread(),
+                rendezvous_listener=listener if rank == 0 else None,
             )
             process = context.Process(
                 target=bootstrap_scheduler_process,
@@ -438,6 +469,9 @@ def launch_workers(
             [w for w in workers if w.process.pid is not None], 0.0, TERMINATE_TIMEOUT, KILL_TIMEOUT
         )
         raise
+    finally:
+        if listener is not None:
+            listener.close()  # rank 0 holds its own descriptor of it from start() on
     group = WorkerGroup(workers, server_args)
     timeout = server_args.worker_start_timeout if ready_timeout is None else ready_timeout
     try:
