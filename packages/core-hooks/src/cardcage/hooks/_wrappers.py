@@ -163,9 +163,15 @@ def positional_arity(original: object) -> int | None:
     return arity if arity <= MAX_ARITY else None
 
 
-def _by_reference(layer: object, protocol: int) -> str:
-    """``__reduce_ex__`` of a partial layer: pickle it by name, as a function is pickled."""
-    name: str = getattr(layer, "__qualname__")  # noqa: B009 - set by update_wrapper
+def _by_reference(layer: functools.partial[Any], protocol: int) -> str | tuple[Any, ...]:
+    """``__reduce_ex__`` of a partial layer: pickle it by name, as a function is pickled.
+
+    A layer over a callable without a ``__qualname__`` has no name to be found by; it falls
+    back to the partial's own reduction (by value).
+    """
+    name: str | None = getattr(layer, "__qualname__", None)
+    if name is None:
+        return functools.partial.__reduce__(layer)
     return name
 
 
