@@ -44,6 +44,10 @@ class C:
     @staticmethod
     def sm(x, y=10):
         return ("sm", x, y)
+
+    @property
+    def p(self):
+        return "p"
 """
 
 # (positional, keyword) as the caller passes them; the hook must see exactly these.
@@ -151,6 +155,23 @@ def test_classmethod_and_staticmethod_hooks_see_the_arguments_as_passed(
 
     assert class_seen == [((mod.C, 1), {"y": 2}), ((mod.C, 1), {})]
     assert static_seen == [((1, 2), {}), ((), {"x": 1})]
+
+
+@pytest.mark.parametrize("hook_type", HOOK_TYPES, ids=lambda t: t.name)
+def test_property_hooks_see_the_instance(
+    registry: Registry, synth: SyntheticModules, hook_type: HookType
+) -> None:
+    mod = synth.make(TARGETS)
+    obj = mod.C()
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    registry.register(f"{mod.__name__}.C.p", recording_hook(hook_type, seen), hook_type)
+    registry.apply(strict=True)
+
+    value = obj.p
+
+    assert seen == [((obj,), {})]
+    assert value == ("replaced" if hook_type is HookType.REPLACE else "p")
+    assert isinstance(mod.C.__dict__["p"], property)
 
 
 def test_a_chain_of_every_hook_type_runs_in_order_and_unwraps_to_the_original(
