@@ -370,7 +370,7 @@ def _check_port_free(host: str, port: int) -> None:
         raise HttpServerError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP child does
         try:
             probe.bind(address)
         except OSError as exc:
