@@ -818,3 +818,28 @@ def test_the_http_child_reports_a_port_it_cannot_bind_to_the_launcher(
     [report] = reports
     assert report["op"] == "failed"
     assert report["message"].startswith(f"Cannot listen on 127.0.0.1:{port}: ")
+
+
+# -- the store behind response_format "url" (in process) -------------------------------------------
+
+
+def test_the_image_store_keeps_images_within_its_byte_budget_dropping_the_oldest() -> None:
+    from cardcage.diffusion.runtime.entrypoints.http_server import ImageStore
+
+    store = ImageStore(ttl=600, max_bytes=10)
+    first = store.put(b"aaaa", "image/png")
+    second = store.put(b"bbbb", "image/png")
+    assert store.get(first) == ("image/png", b"aaaa")
+    third = store.put(b"cccc", "image/webp")  # 12 bytes would exceed 10: the oldest goes
+    assert store.get(first) is None
+    assert store.get(second) == ("image/png", b"bbbb")
+    assert store.get(third) == ("image/webp", b"cccc")
+    assert len({first, second, third}) == 3
+    assert all(key.startswith("img_") for key in (first, second, third))
+
+
+def test_the_image_store_forgets_an_image_once_its_time_is_up() -> None:
+    from cardcage.diffusion.runtime.entrypoints.http_server import ImageStore
+
+    store = ImageStore(ttl=0, max_bytes=1 << 20)  # expired as soon as it is stored
+    assert store.get(store.put(b"data", "image/png")) is None
