@@ -373,8 +373,7 @@ class WorkerGroup:
         Returns at once: True when a ``Cancel`` was sent (rank 0 ignores one for a request that
         finished meanwhile), False when the latest request sent carries another id; a request
         sent later with this id is cancelled as soon as it is sent (ids should be unique). The
-        ranks
-        stop at their next denoising step and ``submit`` raises the worker's
+        ranks stop at their next denoising step and ``submit`` raises the worker's
         ``RequestCancelledError`` as a ``WorkerRequestError``.
         """
         with self._send_lock:
