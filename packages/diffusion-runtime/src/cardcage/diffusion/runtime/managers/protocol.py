@@ -6,6 +6,9 @@ One duplex ``multiprocessing`` connection per worker carries, in order:
   ``WorkerFailure`` (something raised before that; the worker then exits);
 * launcher -> worker, any number of times: ``Request``; the worker answers each with one
   ``Response`` carrying the same ``request_id`` (a value, or a ``WorkerFailure``);
+* launcher -> rank 0, while a request runs: ``Cancel`` naming that request's id; rank 0 reads
+  it between denoising steps and the ranks stop together (see ``gpu_worker``). A ``Cancel`` for
+  a request that already finished is ignored;
 * launcher -> worker, last: ``Shutdown``; the worker returns from ``run_scheduler_process``.
   End of file on the pipe (the launcher is gone) means the same.
 
@@ -27,7 +30,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Ready", "Request", "Response", "Shutdown", "WorkerFailure"]
+__all__ = ["Cancel", "Ready", "Request", "Response", "Shutdown", "WorkerFailure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +123,11 @@ class Response:
 @dataclass(frozen=True, slots=True)
 class Shutdown:
     """Ask the worker to return from its loop; it answers nothing and exits."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop the running ``Request`` with this ``request_id`` at its next denoising step; it is
+    answered with a ``RequestCancelledError`` failure (the worker keeps serving)."""
+
+    request_id: int
