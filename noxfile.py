@@ -47,8 +47,19 @@ NUMPY = "numpy==2.4.6"  # the shm test of protocol-5 buffers from numpy arrays; 
 ANCHOR_VERSION = "0.5.23"
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
-TQDM = "tqdm==4.70.1"
-DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS, TQDM]
+TQDM = "tqdm==4.70.1"  # cardcage-diffusion generate's progress bar
+# The HTTP server's stack (typed packages: the typecheck session needs them too). Their pins
+# match SGLANG_HOST_PINS where both name a package (scenario-sglang resolves both at once).
+DIFFUSION_HTTP_PINS = [
+    "fastapi==0.142.2",
+    "uvicorn==0.54.0",
+    "starlette==1.10.0",
+    "pydantic==2.14.4",
+    "pillow==13.0.0",
+]
+DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS, TQDM, *DIFFUSION_HTTP_PINS]
+# The official OpenAI client, which scenario-diffusion drives the HTTP server with.
+OPENAI_CLIENT = "openai==2.54.0"
 # SGLang's wheel goes in with --no-deps: its metadata asks for torch==2.14.1 and the whole GPU
 # serving stack. These are what its import path needs on CPU: `import sglang` (which resolves SRT's
 # current_platform), both platform selections, both plugin loaders and the functions the scenario
@@ -350,7 +361,9 @@ def scenario_diffusion(session: nox.Session) -> None:
         PACKAGES / "shm-broadcast",
         PACKAGES / "diffusion-runtime",
     ]
-    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *DIFFUSION_PINS)
+    sites = install_with_vendor_sites(
+        session, core, vendors, *PYTEST, JSONSCHEMA, OPENAI_CLIENT, *DIFFUSION_PINS
+    )
     session.run(
         "pytest", "tests_integration/diffusion", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
@@ -411,7 +424,8 @@ def lint(session: nox.Session) -> None:
 @session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source (configured in the root pyproject.toml)."""
-    session.install(MYPY, *PYTEST)  # pytest: cardcage.hooks.testing provides a fixture
+    # pytest: cardcage.hooks.testing provides a fixture; the HTTP stack ships its own types.
+    session.install(MYPY, *PYTEST, *DIFFUSION_HTTP_PINS)
     session.run("mypy")
 
 

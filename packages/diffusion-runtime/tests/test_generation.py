@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from cardcage.diffusion.configs.sampling_params import SamplingParams
 from cardcage.diffusion.errors import (
     InvalidSamplingParamsError,
     LauncherClosedError,
+    RequestCancelledError,
     WorkerDiedError,
     WorkerFailedError,
     WorkerRequestError,
@@ -93,6 +95,38 @@ def test_one_and_two_workers_make_the_same_image(
     png = parse_png(split.save(tmp_path / "out" / "split.png").read_bytes())
     assert (png.width, png.height, png.pixels) == (64, 64, split.rgb)
     assert split.to_png() == (tmp_path / "out" / "split.png").read_bytes()
+
+
+def test_cancel_stops_a_request_on_every_worker_and_the_group_stays_in_step(
+    pair: DiffGenerator,
+) -> None:
+    before = pair.generate(prompt=PROMPT, sampling_params=REQUEST)
+    outcome: list[object] = []
+
+    def slow() -> None:
+        try:  # minutes of work if it ran to the end
+            outcome.append(
+                pair.generate(
+                    prompt="slow", height=256, width=256, num_inference_steps=1000,
+                    request_id="slow-1",
+                )
+            )  # fmt: skip
+        except RequestCancelledError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    pair.cancel("slow-1")  # before the request is sent or while it runs: both stop it
+    thread.join(120)
+    [stopped] = outcome
+    assert isinstance(stopped, RequestCancelledError)
+    assert stopped.request_id == "slow-1"
+    # Both ranks stopped at the same step: the next request runs on a group still in step and
+    # gives the same image as before.
+    after = pair.generate(prompt=PROMPT, sampling_params=REQUEST)
+    assert isinstance(before, DiffusionImage)
+    assert isinstance(after, DiffusionImage)
+    assert after.rgb == before.rgb
 
 
 def test_seeds_and_prompts_select_the_images(pair: DiffGenerator) -> None:

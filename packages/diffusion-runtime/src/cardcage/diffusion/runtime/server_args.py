@@ -70,7 +70,7 @@ class ServerArgs:
         check_int(err, "num_gpus", self.num_gpus, low=1, high=1024)
         if not isinstance(self.host, str) or not self.host.strip():
             raise err("host", self.host, "a host name or IP address to bind, e.g. '127.0.0.1'")
-        check_int(err, "port", self.port, low=1, high=65535)
+        check_int(err, "port", self.port, low=0, high=65535)  # 0: the HTTP server picks one
         check_seed(err, "seed", self.seed)  # the range every request accepts
         if isinstance(self.log_level, str):
             self.log_level = self.log_level.lower()

@@ -176,7 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.set_defaults(subparser=serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=30000, help="port to bind (default 30000)")
+    serve.add_argument(
+        "--port", type=int, default=30000,
+        help="port to bind (default 30000; 0 picks a free port, printed in the 'Serving' line)",
+    )  # fmt: skip
     serve.add_argument(
         "--seed", type=int,
         help=f"default seed of requests that do not pass one, 0 to {MAX_SEED} (the range "
@@ -186,7 +189,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-queue", type=int, default=8,
         help="image requests that may wait behind the running one; more get 503 (default 8)",
     )  # fmt: skip
+    _add_limit_options(serve)
     return parser
+
+
+def _add_limit_options(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s per-request limits (``entrypoints.limits.ServeLimits``; stdlib only here)."""
+    serve.add_argument(
+        "--max-pixels", type=int, default=1024 * 1024,
+        help="largest image, width x height pixels; larger sizes get 400 (default 1048576)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-steps", type=int, default=100,
+        help="most denoising steps per request; more get 400 (default 100)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-pixel-steps", type=int, default=512 * 512 * 50,
+        help="most work per request, width x height x steps x n; more get 413 "
+        "(default 13107200: one 512x512 image at 50 steps)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--request-timeout", type=float, default=300.0,
+        help="seconds a request may take, queue wait included; past it the workers stop it at "
+        "the next denoising step and it gets 504 (default 300)",
+    )  # fmt: skip
 
 
 def _option(field: str) -> str:
@@ -349,6 +375,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise _ArgumentError(
             f"argument --max-queue: {args.max_queue!r} is not valid: expected >= 0"
         )
+    limits = _serve_limits(args)
     server_args = _server_args(args, host=args.host, port=args.port, seed=args.seed)
     from .serve import serve
 
@@ -362,7 +389,30 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    return serve(server_args, max_queue=args.max_queue, on_ready=ready)
+    return serve(server_args, limits=limits, on_ready=ready)
+
+
+def _serve_limits(args: argparse.Namespace) -> Any:
+    for option, value in (
+        ("--max-pixels", args.max_pixels),
+        ("--max-steps", args.max_steps),
+        ("--max-pixel-steps", args.max_pixel_steps),
+    ):
+        if value < 1:
+            raise _ArgumentError(f"argument {option}: {value!r} is not valid: expected >= 1")
+    if not args.request_timeout > 0:
+        raise _ArgumentError(
+            f"argument --request-timeout: {args.request_timeout!r} is not valid: expected > 0"
+        )
+    from .limits import ServeLimits
+
+    return ServeLimits(
+        max_pixels=args.max_pixels,
+        max_steps=args.max_steps,
+        max_pixel_steps=args.max_pixel_steps,
+        request_timeout=args.request_timeout,
+        max_queue=args.max_queue,
+    )
 
 
 def _configure_logging(level: str) -> None:

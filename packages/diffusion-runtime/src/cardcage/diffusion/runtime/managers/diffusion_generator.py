@@ -16,6 +16,10 @@ runs the pipeline and rank 0 sends the images back. Arguments are checked here f
 only the model can check (a size the ranks cannot split) comes back as the same
 ``InvalidSamplingParamsError``; the workers keep serving after either.
 
+A request may carry a ``request_id`` (any string): every worker logs it, and ``cancel(request_id)``
+from another thread stops that request at its next denoising step on every worker (``generate``
+then raises ``RequestCancelledError``; the workers stay up for the next request).
+
 ``from_pretrained()`` applies the plugin hooks in this process before it builds ``ServerArgs``
 (as SGLang's launcher does), so a vendor's hook on ``ServerArgs`` or ``SamplingParams`` shapes
 the arguments given here, not only the workers' copies.
@@ -27,7 +31,11 @@ import logging
 from typing import TYPE_CHECKING, Any, overload
 
 from cardcage.diffusion.configs.sampling_params import MAX_IMAGES_PER_REQUEST, SamplingParams
-from cardcage.diffusion.errors import InvalidSamplingParamsError, WorkerRequestError
+from cardcage.diffusion.errors import (
+    InvalidSamplingParamsError,
+    RequestCancelledError,
+    WorkerRequestError,
+)
 from cardcage.diffusion.runtime.platforms.plugins import apply_plugin_hooks
 from cardcage.diffusion.runtime.server_args import ServerArgs
 
@@ -53,6 +61,12 @@ def _reraise_argument_error(error: WorkerRequestError) -> None:
         str(details.get("expected")),
         message=error.error_message,
     ) from error
+
+
+def _reraise_cancellation(error: WorkerRequestError, request_id: str | None) -> None:
+    """Raise a worker's ``RequestCancelledError`` again as that typed error."""
+    if error.error_type.rsplit(".", 1)[-1] == RequestCancelledError.__name__:
+        raise RequestCancelledError(request_id) from error
 
 
 class DiffGenerator:
@@ -95,6 +109,7 @@ class DiffGenerator:
         prompt: str,
         sampling_params: SamplingParams | None = None,
         *,
+        request_id: str | None = None,
         on_step: Callable[[int, int], None] | None = None,
         **kwargs: Any,
     ) -> DiffusionImage | list[DiffusionImage]: ...
@@ -105,6 +120,7 @@ class DiffGenerator:
         prompt: list[str],
         sampling_params: SamplingParams | None = None,
         *,
+        request_id: str | None = None,
         on_step: Callable[[int, int], None] | None = None,
         **kwargs: Any,
     ) -> list[DiffusionImage]: ...
@@ -114,6 +130,7 @@ class DiffGenerator:
         prompt: str | list[str],
         sampling_params: SamplingParams | None = None,
         *,
+        request_id: str | None = None,
         on_step: Callable[[int, int], None] | None = None,
         **kwargs: Any,
     ) -> DiffusionImage | list[DiffusionImage]:
@@ -132,7 +149,8 @@ class DiffGenerator:
         Raises ``InvalidSamplingParamsError`` (a ``ValueError``) for bad arguments, whether
         found here or by the pipeline; the workers keep serving. ``WorkerDiedError`` /
         ``WorkerFailedError`` when a worker died or failed meanwhile (the group is shut down),
-        ``LauncherClosedError`` after ``shutdown()``.
+        ``LauncherClosedError`` after ``shutdown()``, ``RequestCancelledError`` when
+        ``cancel(request_id)`` stopped it.
         """
         if isinstance(prompt, str):
             prompts = [prompt]
@@ -162,7 +180,7 @@ class DiffGenerator:
                 f"asks for {total} images; one request makes at most {MAX_IMAGES_PER_REQUEST}. "
                 "Split the request.",
             )
-        answer = self.generate_raw(prompts, sampling_params, on_step=on_step)
+        answer = self.generate_raw(prompts, sampling_params, request_id=request_id, on_step=on_step)
         images = [DiffusionImage.from_wire(item) for item in answer["images"]]
         if isinstance(prompt, str) and sampling_params.num_images == 1:
             return images[0]
@@ -173,6 +191,7 @@ class DiffGenerator:
         prompt: str | list[str],
         sampling_params: SamplingParams | dict[str, Any] | None,
         *,
+        request_id: str | None = None,
         on_step: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         """Send one ``generate`` request to rank 0 and return its plain-data answer.
@@ -185,13 +204,21 @@ class DiffGenerator:
             if isinstance(sampling_params, SamplingParams)
             else sampling_params
         )
-        payload = {"prompt": prompt, "sampling_params": params}
+        payload: dict[str, Any] = {"prompt": prompt, "sampling_params": params}
+        if request_id is not None:
+            payload["request_id"] = request_id
         try:
             answer: dict[str, Any] = self.workers.submit("generate", payload, on_progress=on_step)
         except WorkerRequestError as error:
             _reraise_argument_error(error)
+            _reraise_cancellation(error, request_id)
             raise
         return answer
+
+    def cancel(self, request_id: str) -> bool:
+        """Stop the running request sent with ``request_id`` at its next denoising step (any
+        thread; returns at once). False when the latest request carries another id."""
+        return self.workers.cancel(request_id)
 
     def shutdown(self) -> None:
         """Stop every worker process (idempotent)."""

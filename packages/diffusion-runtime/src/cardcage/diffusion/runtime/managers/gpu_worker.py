@@ -26,6 +26,15 @@ the whole image.
 Rank 0 answers with the images as raw RGB bytes; it logs each denoising step at DEBUG and
 reports it to the launcher as a ``protocol.Progress`` (what ``generate``'s progress bar draws).
 
+Cancellation: while rank 0 runs a request it owns no thread reading its pipe, so after every
+denoising step it polls the pipe without blocking (``GPUWorker.cancel_requested``): a
+``Cancel`` naming the running request (or a ``Shutdown``, or the pipe's end) means stop. The
+decision must reach every rank at the same step, or the next step's collectives would pair a
+rank that stopped with one that did not; so after each step rank 0 broadcasts one int over the
+CPU group and every rank stops when it reads 1 (``GPUWorker.check_cancelled``). Each rank raises
+``RequestCancelledError``; rank 0 answers the request with it and the followers go back to
+waiting: the group stays in step and serves the next request at once.
+
 The other ranks wait on the queue, and a thread of theirs watches the launcher's pipe: a
 ``Shutdown`` or the pipe's end cancels the wait. A rank that raises in the middle of a request
 reports a ``WorkerFailure`` and exits; rank 0, whose collectives then fail, reports one too and
@@ -49,6 +58,7 @@ from cardcage.diffusion.errors import (
     InvalidSamplingParamsError,
     InvalidServerArgsError,
     PipelineUnavailableError,
+    RequestCancelledError,
     UnknownRequestError,
     WrongRankError,
 )
@@ -57,7 +67,7 @@ from cardcage.diffusion.runtime.platforms.current import (
     initialize_current_platform,
 )
 
-from .protocol import Progress, Ready, Request, Response, Shutdown, WorkerFailure
+from .protocol import Cancel, Progress, Ready, Request, Response, Shutdown, WorkerFailure
 from .worker_bootstrap import bootstrap_timings, take_rendezvous_listener
 
 if TYPE_CHECKING:
@@ -171,6 +181,14 @@ class GPUWorker:
         #: denoising step (``serve_requests`` sends it to the launcher as ``Progress``).
         self.report_step: Callable[[int, int], None] | None = None
         self._requests = 0
+        #: Rank 0: the launcher's pipe, polled between denoising steps for ``Cancel``.
+        self.control: Connection | None = None
+        #: Rank 0: the launcher's id of the request being served (what a ``Cancel`` names).
+        self.running_request: int | None = None
+        #: Rank 0: a ``Shutdown`` (or the pipe's end) arrived during a request.
+        self.shutdown_requested = False
+        #: Rank 0: the pipe ended during a request (nobody is left to answer).
+        self.launcher_gone = False
 
     # -- initialization -------------------------------------------------------------------------
     def init_device_and_model(self) -> None:
@@ -355,6 +373,12 @@ class GPUWorker:
             "device": str(self.device),
             "backend": self.backend,
             "model_path": self.server_args.model_path,
+            # What a request without num_inference_steps runs (the server's limits use it).
+            "default_steps": getattr(
+                getattr(getattr(self.pipeline, "model", None), "config", None),
+                "default_steps",
+                None,
+            ),
         }
 
     # -- requests -------------------------------------------------------------------------------
@@ -389,23 +413,30 @@ class GPUWorker:
             )
         pipeline = self._require_pipeline()
         prompts, params = _prepare(payload, self.server_args.seed)
+        request_id = _request_id_of(payload)
         pipeline.check_request(prompts, params)  # before any other rank sees it
         self._requests += 1
         number = self._requests
+        label = request_id or f"#{number}"
         started = time.perf_counter()
         queue = self.broadcast_queue
         try:
             if queue is not None:
-                queue.enqueue((_GENERATE, number, prompts, params.to_dict()), DIST_TIMEOUT_S)
-            images = self.run_generate(number, prompts, params)
+                queue.enqueue(
+                    (_GENERATE, number, prompts, params.to_dict(), request_id), DIST_TIMEOUT_S
+                )
+            images = self.run_generate(number, prompts, params, request_id=request_id)
+        except RequestCancelledError as exc:
+            logger.info("Request %s cancelled after step %s/%s", label, exc.step, exc.total)
+            raise
         except BaseException as exc:
             if queue is not None:
                 self.broken = exc
             raise
         elapsed = time.perf_counter() - started
         logger.info(
-            "Request #%d: %d image(s) %dx%d in %.2f s",
-            number, len(images), params.width, params.height, elapsed,
+            "Request %s: %d image(s) %dx%d in %.2f s",
+            label, len(images), params.width, params.height, elapsed,
         )  # fmt: skip
         return {
             "images": [
@@ -422,20 +453,63 @@ class GPUWorker:
         }
 
     def run_generate(
-        self, number: int, prompts: list[str], params: SamplingParams
+        self,
+        number: int,
+        prompts: list[str],
+        params: SamplingParams,
+        *,
+        request_id: str | None = None,
     ) -> list[GeneratedImage]:
-        """Every rank: run the pipeline on one request (the same call on every rank)."""
-        pipeline = self._require_pipeline()
-        on_step = None
-        if self.rank == 0:
-            report = self.report_step
+        """Every rank: run the pipeline on one request (the same call on every rank).
 
-            def on_step(step: int, total: int) -> None:
-                logger.debug("Request #%d: denoising step %d/%d", number, step, total)
-                if report is not None:
-                    report(step, total)
+        Raises ``RequestCancelledError`` on every rank at the same step when rank 0 was asked
+        to cancel it."""
+        pipeline = self._require_pipeline()
+        label = request_id or f"#{number}"
+        report = self.report_step if self.rank == 0 else None
+
+        def on_step(step: int, total: int) -> None:
+            if self.rank == 0:
+                logger.debug("Request %s: denoising step %d/%d", label, step, total)
+            if report is not None:
+                report(step, total)
+            self.check_cancelled(label, step, total)
 
         return pipeline.generate(prompts, params, on_step=on_step)
+
+    # -- cancellation ---------------------------------------------------------------------------
+    def cancel_requested(self) -> bool:
+        """Rank 0: read the launcher's pipe without blocking; True when it asks to stop the
+        running request (a ``Cancel`` naming it, a ``Shutdown``, or the pipe's end)."""
+        pipe = self.control
+        if pipe is None:
+            return False
+        cancel = False
+        try:
+            while pipe.poll(0):
+                message = pipe.recv()
+                if isinstance(message, Cancel):
+                    cancel = cancel or message.request_id == self.running_request
+                elif isinstance(message, Shutdown):
+                    self.shutdown_requested = cancel = True
+        except (EOFError, OSError):  # the launcher is gone: nobody waits for this request
+            self.control = None
+            self.shutdown_requested = self.launcher_gone = cancel = True
+        return cancel
+
+    def check_cancelled(self, label: str, step: int, total: int) -> None:
+        """Every rank, after each denoising step: raise ``RequestCancelledError`` together when
+        rank 0 was asked to stop (rank 0's decision is broadcast over the CPU group)."""
+        cancel = self.cancel_requested() if self.rank == 0 else False
+        if self.world_size > 1 and self.cpu_group is not None:
+            import torch
+            import torch.distributed as dist
+
+            flag = torch.tensor([1 if cancel else 0], dtype=torch.int32)
+            dist.broadcast(flag, src=0, group=self.cpu_group)
+            cancel = bool(flag.item())
+        if cancel:
+            raise RequestCancelledError(label, step=step, total=total)
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -459,6 +533,14 @@ class GPUWorker:
         self.sp_communicator = None
 
 
+def _request_id_of(payload: dict[str, Any]) -> str | None:
+    """The caller's id for a request (logged on every side), or None."""
+    value = payload.get("request_id")
+    if value is not None and not isinstance(value, str):
+        raise InvalidSamplingParamsError("request_id", value, "a str or None")
+    return value
+
+
 def _answer(worker: GPUWorker, request: Request) -> Response | WorkerFailure:
     """The reply to a request: a ``Response``, or a bare ``WorkerFailure`` once the group broke."""
     try:
@@ -476,7 +558,10 @@ def _answer(worker: GPUWorker, request: Request) -> Response | WorkerFailure:
 
 
 def serve_requests(worker: GPUWorker, pipe: Connection) -> None:
-    """Rank 0 (or a lone rank): answer ``Request`` messages until ``Shutdown`` or end of file."""
+    """Rank 0 (or a lone rank): answer ``Request`` messages until ``Shutdown`` or end of file.
+
+    A ``Cancel`` read here names a request that already finished: it is ignored."""
+    worker.control = pipe
     try:
         while True:
             try:
@@ -487,15 +572,25 @@ def serve_requests(worker: GPUWorker, pipe: Connection) -> None:
             if isinstance(message, Shutdown):
                 logger.debug("Rank %d: shutdown requested", worker.rank)
                 return
+            if isinstance(message, Cancel):
+                continue
             if not isinstance(message, Request):
                 logger.warning("Rank %d ignored an unexpected message %r", worker.rank, message)
                 continue
+            worker.running_request = message.request_id
             worker.report_step = _progress_sender(pipe, message.request_id)
             try:
                 reply = _answer(worker, message)
             finally:
+                worker.running_request = None
                 worker.report_step = None
+            if worker.launcher_gone:  # the pipe ended during the request: nobody to answer
+                logger.info("Rank %d: launcher pipe closed, exiting", worker.rank)
+                return
             pipe.send(reply)
+            if worker.shutdown_requested:
+                logger.debug("Rank %d: shutdown requested during a request", worker.rank)
+                return
     finally:
         worker.close()
 
@@ -570,9 +665,13 @@ def follow_rank0(worker: GPUWorker, pipe: Connection) -> None:
                 raise SystemExit(1) from None
             if message[0] == _STOP:
                 return
-            _, number, prompts, params = message
+            _, number, prompts, params, request_id = message
             try:
-                worker.run_generate(number, prompts, SamplingParams.from_dict(params))
+                worker.run_generate(
+                    number, prompts, SamplingParams.from_dict(params), request_id=request_id
+                )
+            except RequestCancelledError:
+                continue  # every rank stopped at the same step: the group is still in step
             except Exception as exc:
                 worker.broken = exc
                 logger.exception("Rank %d failed during request #%d", worker.rank, number)

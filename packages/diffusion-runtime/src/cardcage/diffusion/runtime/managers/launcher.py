@@ -22,6 +22,9 @@ broadcasts ``generate`` to the others itself) and returns its answer; while wait
 watches every worker's sentinel, so a worker that dies fails the request with
 ``WorkerDiedError`` instead of hanging, and the group is shut down. When rank 0 reports that a
 distributed request broke the group, the error names the rank that died or raised first.
+``WorkerGroup.cancel(request_id)`` (any thread) sends rank 0 a ``Cancel`` for the running
+request whose payload carries that ``request_id``; the ranks stop it at their next denoising step
+and ``submit`` raises the worker's ``RequestCancelledError`` (as a ``WorkerRequestError``).
 ``WorkerGroup.shutdown()`` asks each worker to exit, then terminates, then kills whatever is
 left, each step with a timeout, and reaps every process: nothing outlives it.
 """
@@ -52,7 +55,7 @@ from cardcage.diffusion.errors import (
 )
 from cardcage.diffusion.runtime.platforms.plugins import apply_plugin_hooks
 
-from .protocol import Progress, Ready, Request, Response, Shutdown, WorkerFailure
+from .protocol import Cancel, Progress, Ready, Request, Response, Shutdown, WorkerFailure
 from .worker_bootstrap import (
     DEFAULT_HTTP_SERVER_ENTRY,
     SchedulerProcessSpec,
@@ -220,6 +223,10 @@ class WorkerGroup:
         self._ids = itertools.count(1)
         self._closed = False
         self._broken: WorkerError | None = None
+        # The latest request sent to rank 0: (launcher request id, the caller's request_id).
+        self._running: tuple[int, str | None] | None = None
+        self._cancelled: str | None = None  # the latest request_id cancel() was asked for
+        self._send_lock = threading.Lock()  # submit() and cancel() share rank 0's pipe
         self._finalizer = weakref.finalize(
             self, _stop_processes, self._workers, GRACEFUL_TIMEOUT, TERMINATE_TIMEOUT, KILL_TIMEOUT
         )
@@ -322,7 +329,12 @@ class WorkerGroup:
                 if worker.process.exitcode is not None:
                     raise self._fail(_exit_report(worker, f"idle time before {during}"))
             try:
-                handle.conn.send(request)
+                with self._send_lock:
+                    handle.conn.send(request)
+                    # Kept after the answer: a late Cancel names a finished request (ignored).
+                    self._running = (request.request_id, _tag_of(payload))
+                    if self._running[1] is not None and self._running[1] == self._cancelled:
+                        handle.conn.send(Cancel(request.request_id))  # cancelled before sent
             except (OSError, ValueError):
                 raise self._fail(_died(handle, during)) from None
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -378,6 +390,27 @@ class WorkerGroup:
                     return _exit_report(peer, during)
         return _failed(handle, failure)
 
+    def cancel(self, request_id: str) -> bool:
+        """Ask rank 0 to stop the running request whose payload's ``request_id`` is this one.
+
+        Returns at once: True when a ``Cancel`` was sent (rank 0 ignores one for a request that
+        finished meanwhile), False when the latest request sent carries another id; a request
+        sent later with this id is cancelled as soon as it is sent (ids should be unique). The
+        ranks stop at their next denoising step and ``submit`` raises the worker's
+        ``RequestCancelledError`` as a ``WorkerRequestError``.
+        """
+        with self._send_lock:
+            # A request about to be sent with this id is cancelled by submit() right after it.
+            self._cancelled = request_id
+            running = self._running
+            if running is None or running[1] != request_id or self._closed:
+                return False
+            try:
+                self._worker(0).conn.send(Cancel(running[0]))
+            except (OSError, ValueError):  # the worker is gone: submit() reports that
+                return False
+        return True
+
     def _check_open(self) -> None:
         if self._closed:
             cause = f": {self._broken}" if self._broken is not None else ""
@@ -414,6 +447,11 @@ class WorkerGroup:
                     handle.conn.close()
             finally:
                 self._request_lock.release()
+
+
+def _tag_of(payload: Any) -> str | None:
+    tag = payload.get("request_id") if isinstance(payload, dict) else None
+    return tag if isinstance(tag, str) else None
 
 
 def launch_workers(

@@ -8,6 +8,9 @@ One duplex ``multiprocessing`` connection per worker carries, in order:
   ``Response`` carrying the same ``request_id`` (a value, or a ``WorkerFailure``). Before it,
   rank 0 sends one ``Progress`` with that id after each denoising step of a ``generate``
   request (informational: a launcher may ignore them, a replaced worker need not send any);
+* launcher -> rank 0, while a request runs: ``Cancel`` naming that request's id; rank 0 reads
+  it between denoising steps and the ranks stop together (see ``gpu_worker``). A ``Cancel`` for
+  a request that already finished is ignored;
 * launcher -> worker, last: ``Shutdown``; the worker returns from ``run_scheduler_process``.
   End of file on the pipe (the launcher is gone) means the same.
 
@@ -29,7 +32,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Progress", "Ready", "Request", "Response", "Shutdown", "WorkerFailure"]
+__all__ = ["Cancel", "Progress", "Ready", "Request", "Response", "Shutdown", "WorkerFailure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +134,11 @@ class Progress:
 @dataclass(frozen=True, slots=True)
 class Shutdown:
     """Ask the worker to return from its loop; it answers nothing and exits."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop the running ``Request`` with this ``request_id`` at its next denoising step; it is
+    answered with a ``RequestCancelledError`` failure (the worker keeps serving)."""
+
+    request_id: int
