@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     # Protocols only for the type checker: defining one at import time costs more than the rest.
     from typing import Protocol
 
-    from .envs import EnvRegistry
     from .registry import BaseHookRegistry
     from .snapshot import EntryPointSnapshot, PluginEntryPoint
 
@@ -149,23 +148,15 @@ class Runtime(FrozenRecord):
         registry: type[BaseHookRegistry] = _resolve(self.hook_registry)
         return registry
 
-    def load_env_registry(self, module: str) -> EnvRegistry | None:
-        """``module``'s ``ENV_VARS`` (``module`` is one of ``env_registries``)."""
-        registry: EnvRegistry | None = getattr(importlib.import_module(module), "ENV_VARS", None)
-        return registry
-
     def fallback_chain(self, policy: _PolicyLike | None = None) -> str:
         """The automatic fallback chain in words, read from the policy's built-ins in order."""
         chosen: _PolicyLike = self.load_policy() if policy is None else policy
         aliases = [b.alias for b in chosen.builtins]
+        first = aliases[0] if len(aliases) == 1 else f"the first detected of {', '.join(aliases)}"
         if chosen.default_qualname:
             base = chosen.default_qualname.replace(":", ".").rsplit(".", 1)[-1]
-            if not aliases:
-                return f"the default {base}"
-            return f"the first detected of {', '.join(aliases)}, else the default {base}"
-        if not aliases:
-            return "nothing (no built-in platform)"
-        return f"the first detected of {', '.join(aliases)}"
+            return f"{first}, else the default {base}" if aliases else f"the default {base}"
+        return first if aliases else "nothing (no built-in platform)"
 
 
 def _load(ep: PluginEntryPoint) -> Runtime:
