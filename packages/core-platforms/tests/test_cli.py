@@ -469,6 +469,19 @@ def test_platform_for_a_runtime_that_is_not_installed_is_a_usage_error(site: Sit
     assert site.run("platform", "--runtime", "srt").returncode == 0
 
 
+@without_diffusion
+@pytest.mark.parametrize(
+    "command", [["plugins", "list"], ["platform"], ["hooks"], ["env"], ["doctor"]]
+)
+def test_runtime_srt_gives_the_same_document_as_the_default_when_srt_is_the_only_runtime(
+    site: Site, command: list[str]
+) -> None:
+    site.plugin("tools-x", "xhooks")
+    default = _json(site, *command)
+    only = _json(site, *command, "--runtime", "srt")
+    assert only == default
+
+
 @pytest.mark.parametrize("command", [["plugins", "list"], ["hooks"], ["env"], ["doctor"]])
 def test_every_command_refuses_a_runtime_that_is_not_registered(
     site: Site, command: list[str]
