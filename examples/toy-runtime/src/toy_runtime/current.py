@@ -7,10 +7,11 @@ from typing import Any
 from cardcage.platforms.lazy import LazyPlatform
 
 from .platform import toy_policy
+from .runtime import TOY_RUNTIME
 
 __all__ = ["get_current_platform", "get_selection_record"]
 
-_state = LazyPlatform("Toy", toy_policy, None)
+_state = LazyPlatform(TOY_RUNTIME.display_name, toy_policy, None)
 
 
 def get_current_platform() -> Any:

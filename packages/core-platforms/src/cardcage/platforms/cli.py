@@ -219,7 +219,8 @@ def _render_hooks(report: HooksReport, verbose: int) -> str:
     if len(report.runtimes) == 1:
         return _render_runtime_hooks(report.runtimes[0])
     return "\n\n".join(
-        f"== {r.runtime.upper()} runtime\n\n{_render_runtime_hooks(r)}" for r in report.runtimes
+        f"== {r.display_name or r.runtime} runtime\n\n{_render_runtime_hooks(r)}"
+        for r in report.runtimes
     )
 
 

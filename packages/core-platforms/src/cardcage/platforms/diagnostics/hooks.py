@@ -77,6 +77,8 @@ class RuntimeHooks:
     hooks: tuple[HookRow, ...]
     rebound: int | None
     error: ErrorInfo | None
+    #: How messages name the runtime (its record's ``display_name``); not in the JSON document.
+    display_name: str = ""
 
     @property
     def ok(self) -> bool:
@@ -90,7 +92,9 @@ class RuntimeHooks:
         return counts
 
     def as_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, **to_json(self)}
+        document: dict[str, Any] = {"ok": self.ok, **to_json(self)}
+        del document["display_name"]
+        return document
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,7 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
         hooks=_hook_rows(registry, failed, versions) if registry is not None else (),
         rebound=report.apply.rebound if report and report.apply else None,
         error=error,
+        display_name=runtime.display_name,
     )
 
 

@@ -19,7 +19,7 @@ _PKG = "cardcage.diffusion.runtime.platforms"
 
 DIFFUSION_RUNTIME = Runtime(
     profile=DIFFUSION_PROFILE,
-    display_name="diffusion",
+    display_name="Diffusion",
     distribution="cardcage-diffusion-runtime",
     policy=f"{_PKG}.policy:diffusion_policy",
     accessor=f"{_PKG}.current",
