@@ -232,3 +232,18 @@ def test_allowlist_names_of_a_registered_runtime_sharing_the_variable_are_not_wa
     (warning,) = [r.getMessage() for r in caplog.records if r.name == "cardcage.hooks.loader"]
     assert "names 'ghost', which match" in warning
     assert "sibling.plugins" in warning
+
+
+def test_load_plugins_raises_when_its_runtimes_registration_is_broken(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+) -> None:
+    _register(dists, plugin_profile, source='raise ImportError("libruntime.so is missing")\n')
+    dists.add("vendor-a", platforms={"a": None}, plugins={"a_general": None})
+    dists.select("a")
+
+    with pytest.raises(RuntimeRegistrationError, match=r"libruntime\.so is missing"):
+        load_plugins(plugin_profile, plugin_registry)
+
+    assert dists.events("register") == [], "no plugin ran on a guessed selection"

@@ -252,12 +252,13 @@ def get_runtime(name: str, snapshot: EntryPointSnapshot | None = None) -> Runtim
 def runtime_for(
     profile: RuntimeProfile, snapshot: EntryPointSnapshot | None = None
 ) -> Runtime | None:
-    """The registered runtime whose profile is ``profile``; None when none is registered."""
-    try:
-        runtime = get_runtime(profile.name, snapshot)
-    except (RuntimeRegistrationError, DuplicatePluginError) as exc:
-        logger.warning("%s", exc)
-        return None
+    """The registered runtime whose profile is ``profile``; None when none is registered.
+
+    A broken registration under the profile's name raises (``RuntimeRegistrationError``,
+    ``DuplicatePluginError``): the loader must not fall back to guessing the selection for a
+    runtime that is installed but cannot be loaded.
+    """
+    runtime = get_runtime(profile.name, snapshot)
     return runtime if runtime is not None and runtime.profile == profile else None
 
 
