@@ -159,16 +159,22 @@ class Runtime(FrozenRecord):
         return first if aliases else "nothing (no built-in platform)"
 
 
-def _load(ep: PluginEntryPoint) -> Runtime:
-    """Import one registration and check it; every failure is a ``RuntimeRegistrationError``."""
+def _where(ep: PluginEntryPoint) -> str:
     where = f"entry point {ep.name!r} = {ep.value!r} in group {RUNTIMES_GROUP!r}"
-    if ep.dist_name:
-        where += f" (distribution {ep.dist_name})"
+    return where + (f" (distribution {ep.dist_name})" if ep.dist_name else "")
+
+
+def _load(ep: PluginEntryPoint) -> Runtime:
+    """Import one registration and check it; every failure is a ``RuntimeRegistrationError``.
+
+    The distribution's name (a METADATA read) is looked up on the error paths only.
+    """
     try:
         value = ep.load()
     except Exception as exc:
         raise RuntimeRegistrationError(
-            f"The runtime registered by {where} cannot be imported: {type(exc).__name__}: {exc}. "
+            f"The runtime registered by {_where(ep)} cannot be imported: "
+            f"{type(exc).__name__}: {exc}. "
             "Reinstall the distribution, or uninstall it if the runtime is not needed.",
             group=RUNTIMES_GROUP,
             plugin=ep.name,
@@ -176,16 +182,17 @@ def _load(ep: PluginEntryPoint) -> Runtime:
         ) from exc
     if not isinstance(value, Runtime):
         raise RuntimeRegistrationError(
-            f"The {where} names a {type(value).__name__}, not a cardcage.hooks.runtimes.Runtime "
-            "record. Point the entry point at a module-level Runtime(...).",
+            f"The {_where(ep)} names a {type(value).__name__}, not a "
+            "cardcage.hooks.runtimes.Runtime record. Point the entry point at a module-level "
+            "Runtime(...).",
             group=RUNTIMES_GROUP,
             plugin=ep.name,
             distribution=ep.dist_name,
         )
     if value.name != ep.name:
         raise RuntimeRegistrationError(
-            f"The {where} gives a runtime whose profile is named {value.name!r}. Name the entry "
-            f"point after the profile: {value.name} = {ep.value!r}.",
+            f"The {_where(ep)} gives a runtime whose profile is named {value.name!r}. Name the "
+            f"entry point after the profile: {value.name} = {ep.value!r}.",
             group=RUNTIMES_GROUP,
             plugin=ep.name,
             distribution=ep.dist_name,
@@ -213,12 +220,13 @@ def _order(name: str) -> tuple[bool, str]:
     return (name != SRT_PROFILE.name, name)
 
 
-#: Loaded records by entry point (the snapshot's entries are immutable; a refresh makes new ones).
+#: Loaded records (or the error) by entry point: name, value and the distribution's normalised
+#: name, which the scan knows without reading METADATA.
 _loaded: dict[tuple[str, str, str | None], Runtime | RuntimeRegistrationError] = {}
 
 
 def _cached(ep: PluginEntryPoint) -> Runtime | RuntimeRegistrationError:
-    key = (ep.name, ep.value, ep.dist_name)
+    key = (ep.name, ep.value, ep.dist.normalized_name if ep.dist is not None else None)
     found = _loaded.get(key)
     if found is None:
         try:
