@@ -370,6 +370,26 @@ def scenario_diffusion(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+@session(name="scenario-toy-runtime", python=PYTHON)
+def scenario_toy_runtime(session: nox.Session) -> None:
+    """A runtime embedding cardcage under its own profile, seen by every ``cardcage`` command.
+
+    Installs the core wheels plus the example toy runtime (which registers its own runtime in the
+    ``cardcage.runtimes`` entry-point group) and its plugin, then checks that ``cardcage platform``,
+    ``plugins list``, ``hooks``, ``env`` and ``doctor`` cover it with ``--runtime toy``.
+    """
+    wheels = build_wheels(
+        session,
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        EXAMPLES / "toy-runtime",
+        EXAMPLES / "hello-plugin",
+    )
+    session.install(*wheels, *PYTEST, JSONSCHEMA)
+    assert_not_installed(session, "torch", "numpy", "zmq")
+    session.run("pytest", "tests_integration/toy_runtime", *session.posargs)
+
+
 @session(name="scenario-sglang", python=PYTHON)
 def scenario_sglang(session: nox.Session) -> None:
     """SGLang 0.5.23's own selection and plugin loaders over our wheels (DESIGN §8).
@@ -510,7 +530,11 @@ def demo_hooks(session: nox.Session) -> None:
     """A toy runtime, a general plugin, and what cardcage.hooks does with them."""
     session.install(
         *build_wheels(
-            session, PACKAGES / "core-hooks", EXAMPLES / "toy-runtime", EXAMPLES / "hello-plugin"
+            session,
+            PACKAGES / "core-hooks",
+            PACKAGES / "core-platforms",
+            EXAMPLES / "toy-runtime",
+            EXAMPLES / "hello-plugin",
         )
     )
     session.run("toy-runtime", *session.posargs)
