@@ -9,9 +9,9 @@ import pickle
 import secrets
 from typing import Any
 
+from ._segment import ShmRingBuffer
 from .errors import AttachError, ShmBroadcastError
 from .queue import MessageQueue
-from .ring import ShmRingBuffer
 
 __all__ = ["create_from_process_group", "in_the_same_node_as"]
 

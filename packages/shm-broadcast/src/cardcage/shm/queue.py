@@ -1,4 +1,5 @@
-"""MessageQueue: the seed's broadcast queue API over :mod:`cardcage.shm.ring`.
+"""MessageQueue: the seed's broadcast queue API over the ring (``_layout``, ``_segment``,
+``_writer``, ``_reader``).
 
 One writer, ``n_reader`` readers; every reader receives every message exactly once, in order.
 ``bytes`` travel raw (bytes in, bytes out); anything else is pickled at the highest protocol (5),
@@ -23,8 +24,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._layout import FIRST, LAST, NBYTES_MASK, OOB, PICKLED, USER
 from ._log import get_logger
 from ._payload import Serialized, serialize
+from ._reader import RingReader
+from ._segment import ShmRingBuffer
+from ._writer import RingWriter
 from .errors import (
     AttachError,
     CancelledError,
@@ -32,17 +37,6 @@ from .errors import (
     QueueRoleError,
     QueueTimeoutError,
     RemoteAddressRequiredError,
-)
-from .ring import (
-    FIRST,
-    LAST,
-    NBYTES_MASK,
-    OOB,
-    PICKLED,
-    USER,
-    RingReader,
-    RingWriter,
-    ShmRingBuffer,
 )
 
 if TYPE_CHECKING:
@@ -468,12 +462,7 @@ class MessageQueue:
         deadline = None if timeout is None else time.monotonic() + timeout
         k = reader.seq + 1
         d = reader.desc_words[(k - 1) % reader.n_slots]
-        u = reader.u
-        if u[d] != k:
-            reader.wait(k, d, deadline, timeout)
-        # Fenced after the sequence load: on aarch64 a plain load here could see a stale length
-        # or stale payload bytes of the slot's previous message.
-        n = reader.published_info(d) & NBYTES_MASK
+        n = reader.published(k, d, deadline, timeout) & NBYTES_MASK
         off = reader.data_off(k, d)
         try:
             with reader.raw[off : off + n].toreadonly() as buf:
