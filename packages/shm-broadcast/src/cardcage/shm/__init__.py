@@ -19,9 +19,11 @@ Every public name is loaded on first use (PEP 562), so ``import cardcage.shm`` c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+# ``typing`` alone costs about as much as starting Python: not imported at run time.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._remote import RemoteGapError
     from ._segment import SHM_DIR, SHM_PREFIX, ShmRingBuffer, sweep_stale
     from .errors import (

@@ -146,6 +146,10 @@ class ShmRingBuffer:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _create(self) -> _Mapping:
+        # Before the free-space check: what dead creators left behind counts as free.
+        removed = sweep_stale(limit=SWEEP_LIMIT)
+        if removed:
+            logger.info("removed %d segment(s) of dead creators: %s", len(removed), removed)
         size = self.layout.total
         free = _free_bytes(SHM_DIR)
         if size > free:
