@@ -64,13 +64,6 @@ def probe_site(site: Path) -> Iterator[Path]:
         yield site
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _pids(group: WorkerGroup) -> list[int]:
     return [h.pid for h in group.workers if h.pid is not None]
 
@@ -121,7 +114,7 @@ def test_a_failing_init_backend_fails_the_launch_with_that_error(
 ) -> None:
     monkeypatch.setenv("H5_FAIL_RANK", "1")
     with pytest.raises(WorkerFailedError) as info:
-        launch_workers(ServerArgs(model_path=MODEL, num_gpus=2, master_port=_free_port()))
+        launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
     error = info.value
     assert error.rank == 1
     assert error.phase == "platform backend initialization"
@@ -145,7 +138,7 @@ def test_a_worker_that_exits_before_ready_fails_the_launch(
 def test_killing_a_worker_mid_request_fails_the_request_and_leaves_nothing(
     vendor_site: Path, listener: BlockingListener
 ) -> None:
-    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2, master_port=_free_port()))
+    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
     pids = _pids(group)
 
     def kill_when_in_flight() -> None:
@@ -167,7 +160,7 @@ def test_killing_a_worker_mid_request_fails_the_request_and_leaves_nothing(
 def test_shutdown_terminates_a_worker_that_does_not_answer(
     vendor_site: Path, listener: BlockingListener
 ) -> None:
-    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2, master_port=_free_port()))
+    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
     pids = _pids(group)
     outcome: list[BaseException] = []
 

@@ -29,7 +29,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from cardcage.diffusion.configs.sampling_params import MAX_IMAGES_PER_REQUEST, SamplingParams
+from cardcage.diffusion.configs.sampling_params import (
+    MAX_IMAGES_PER_REQUEST,
+    MAX_SEED,
+    SamplingParams,
+)
 from cardcage.diffusion.errors import InvalidArgumentError
 
 __all__ = [
@@ -157,7 +161,10 @@ class ImageGenerationRequest(BaseModel):
     )
     user: Text | None = Field(None, description="End-user id; accepted and logged nowhere.")
     seed: int | None = Field(
-        None, description="Integer >= 0; image i uses seed + i (default: the server's --seed)."
+        None,
+        description=(
+            f"Integer from 0 to {MAX_SEED}; image i uses seed + i (default: the server's --seed)."
+        ),
     )
     num_inference_steps: int | None = Field(
         None, description="Denoising steps (default: the model's)."
