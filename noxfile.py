@@ -47,7 +47,19 @@ NUMPY = "numpy==2.4.6"  # the shm test of protocol-5 buffers from numpy arrays; 
 ANCHOR_VERSION = "0.5.23"
 SAFETENSORS = "safetensors==0.8.0"
 # What cardcage-diffusion-runtime needs besides torch, as pins for the sessions that install it.
-DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS]
+TQDM = "tqdm==4.70.1"  # cardcage-diffusion generate's progress bar
+# The HTTP server's stack (typed packages: the typecheck session needs them too). Their pins
+# match SGLANG_HOST_PINS where both name a package (scenario-sglang resolves both at once).
+DIFFUSION_HTTP_PINS = [
+    "fastapi==0.142.2",
+    "uvicorn==0.54.0",
+    "starlette==1.10.0",
+    "pydantic==2.14.4",
+    "pillow==13.0.0",
+]
+DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS, TQDM, *DIFFUSION_HTTP_PINS]
+# The official OpenAI client, which scenario-diffusion drives the HTTP server with.
+OPENAI_CLIENT = "openai==2.54.0"
 # SGLang's wheel goes in with --no-deps: its metadata asks for torch==2.14.1 and the whole GPU
 # serving stack. These are what its import path needs on CPU: `import sglang` (which resolves SRT's
 # current_platform), both platform selections, both plugin loaders and the functions the scenario
@@ -67,7 +79,7 @@ SGLANG_HOST_PINS = [
     "msgspec==0.23.0",  # sglang.srt.platforms.interface: PlatformCapabilities is a msgspec Struct
     "pydantic==2.14.4",  # sglang.utils; its pydantic-core for sglang.srt.utils.msgspec_utils
     PYZMQ,  # sglang.srt.utils.network (zmq)
-    "tqdm==4.70.1",  # sglang.lang.interpreter, reached by `import sglang`
+    TQDM,  # sglang.lang.interpreter, reached by `import sglang`
     "ipython==9.18.1",  # sglang.utils (IPython.display), reached by `import sglang`
     "aiohttp==3.14.5",  # sglang.lang.backend.runtime_endpoint, imported by sglang/__init__.py
 ]
@@ -349,11 +361,33 @@ def scenario_diffusion(session: nox.Session) -> None:
         PACKAGES / "shm-broadcast",
         PACKAGES / "diffusion-runtime",
     ]
-    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *DIFFUSION_PINS)
+    sites = install_with_vendor_sites(
+        session, core, vendors, *PYTEST, JSONSCHEMA, OPENAI_CLIENT, *DIFFUSION_PINS
+    )
     session.run(
         "pytest", "tests_integration/diffusion", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
     )  # fmt: skip
+
+
+@session(name="scenario-toy-runtime", python=PYTHON)
+def scenario_toy_runtime(session: nox.Session) -> None:
+    """A runtime embedding cardcage under its own profile, seen by every ``cardcage`` command.
+
+    Installs the core wheels plus the example toy runtime (which registers its own runtime in the
+    ``cardcage.runtimes`` entry-point group) and its plugin, then checks that ``cardcage platform``,
+    ``plugins list``, ``hooks``, ``env`` and ``doctor`` cover it with ``--runtime toy``.
+    """
+    wheels = build_wheels(
+        session,
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        EXAMPLES / "toy-runtime",
+        EXAMPLES / "hello-plugin",
+    )
+    session.install(*wheels, *PYTEST, JSONSCHEMA)
+    assert_not_installed(session, "torch", "numpy", "zmq")
+    session.run("pytest", "tests_integration/toy_runtime", *session.posargs)
 
 
 @session(name="scenario-sglang", python=PYTHON)
@@ -410,7 +444,8 @@ def lint(session: nox.Session) -> None:
 @session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source (configured in the root pyproject.toml)."""
-    session.install(MYPY, *PYTEST)  # pytest: cardcage.hooks.testing provides a fixture
+    # pytest: cardcage.hooks.testing provides a fixture; the HTTP stack ships its own types.
+    session.install(MYPY, *PYTEST, *DIFFUSION_HTTP_PINS)
     session.run("mypy")
 
 
@@ -495,7 +530,11 @@ def demo_hooks(session: nox.Session) -> None:
     """A toy runtime, a general plugin, and what cardcage.hooks does with them."""
     session.install(
         *build_wheels(
-            session, PACKAGES / "core-hooks", EXAMPLES / "toy-runtime", EXAMPLES / "hello-plugin"
+            session,
+            PACKAGES / "core-hooks",
+            PACKAGES / "core-platforms",
+            EXAMPLES / "toy-runtime",
+            EXAMPLES / "hello-plugin",
         )
     )
     session.run("toy-runtime", *session.posargs)

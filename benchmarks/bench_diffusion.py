@@ -8,20 +8,32 @@ every ratio is against a baseline measured in the same run, on the same machine:
   phases, process group, model build, request queue) follow as context rows;
 * a request through ``DiffGenerator`` (pipe to rank 0, shm broadcast, N ranks, image back) vs the
   same request run in this process by ``TinyDiffusionPipeline`` with the same seed;
-* the runtime's overhead per denoising step: (request through the runtime - in-process) / steps.
+* the runtime's overhead per denoising step: (request through the runtime - in-process) / steps;
+* ``cardcage-diffusion serve``'s HTTP latency on a reused keep-alive connection (what the
+  ``openai`` client does) vs a fresh connection per request, ``GET /v1/models`` and a
+  ``POST /v1/images/generations`` with a JSON body that the server refuses (400) before it
+  reaches a worker, so image compute does not drown the framing cost; the budget is 1.2x (a
+  server that writes headers and body separately with Nagle on waits ~40 ms for the delayed ACK
+  on a reused connection).
 
-Usage: ``python benchmarks/bench_diffusion.py [--quick] [--json out.json]`` in an environment with
-cardcage-diffusion-runtime and torch (``nox -s bench`` runs it).
+Usage: ``python benchmarks/bench_diffusion.py [--quick] [--http-only] [--json out.json]`` in an
+environment with cardcage-diffusion-runtime and torch (``nox -s bench`` runs it).
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
+import re
+import select
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -108,13 +120,113 @@ def _context(group: str, name: str, value_s: float) -> tuple[str, str, float]:
     return (group, name, value_s * 1e3)
 
 
+HTTP_BUDGET = 1.2
+SERVE_START_TIMEOUT = 120.0
+
+
+def _start_server(tmpdir: str) -> tuple[subprocess.Popen[bytes], int]:
+    """``cardcage-diffusion serve --port 0`` from this environment; returns it and its port."""
+    script = Path(sys.executable).with_name("cardcage-diffusion")
+    command = [str(script)] if script.exists() else [sys.executable, "-m",
+               "cardcage.diffusion.runtime.entrypoints.cli"]  # fmt: skip
+    process = subprocess.Popen(
+        [*command, "serve", "--model-path", MODEL, "--port", "0", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": tmpdir},
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + SERVE_START_TIMEOUT
+    seen = b""
+    while (match := re.search(rb"at http://[^:]+:(\d+) with", seen)) is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or process.poll() is not None:
+            process.kill()
+            raise RuntimeError(f"serve did not start: {seen!r}")
+        if select.select([process.stdout], [], [], remaining)[0]:
+            seen += os.read(process.stdout.fileno(), 4096)
+    return process, int(match.group(1))
+
+
+def _timed(
+    conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None, status: int
+) -> float:
+    started = time.perf_counter()
+    conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    response.read()
+    elapsed = time.perf_counter() - started
+    if response.status != status:
+        raise RuntimeError(f"{method} {path} answered {response.status}")
+    return elapsed
+
+
+def _http_rows(rounds: int, per_round: int) -> list[Result]:
+    """Reused-connection latency over fresh-connection latency, per round, for two requests."""
+    tmpdir = tempfile.mkdtemp(prefix="cc-bench-")
+    process, port = _start_server(tmpdir)
+    refused = json.dumps({"prompt": "a dot", "size": "30x30"}).encode()  # 400: not a multiple of 8
+    requests = (("GET /v1/models", "GET", "/v1/models", None, 200),
+                ("POST /v1/images/generations (400)", "POST", "/v1/images/generations", refused,
+                 400))  # fmt: skip
+    results = []
+    try:
+        for label, method, path, body, status in requests:
+            fresh_all: list[float] = []
+            reused_all: list[float] = []
+            ratios: list[float] = []
+            for _ in range(rounds):
+                fresh = []
+                for _ in range(per_round):
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                    started = time.perf_counter()
+                    _timed(conn, method, path, body, status)  # connect + request + answer
+                    fresh.append(time.perf_counter() - started)
+                    conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                _timed(conn, method, path, body, status)  # opens the connection: not measured
+                reused = [_timed(conn, method, path, body, status) for _ in range(per_round)]
+                conn.close()
+                fresh_all.extend(fresh)
+                reused_all.extend(reused)
+                ratios.append(statistics.median(reused) / statistics.median(fresh))
+            value, reference = statistics.median(reused_all), statistics.median(fresh_all)
+            results.append(
+                Result(
+                    group="HTTP (serve, 1 worker)",
+                    name=f"{label}, reused connection",
+                    unit="ms",
+                    value=value * 1e3,
+                    reference=reference * 1e3,
+                    reference_label="fresh connection",
+                    ratio=value / reference,
+                    budget=HTTP_BUDGET,
+                    spread=quartiles(ratios),
+                )
+            )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+        if process.stdout is not None:
+            process.stdout.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument("--quick", action="store_true", help="few repeats: a smoke run")
+    parser.add_argument("--http-only", action="store_true", help="only the HTTP rows")
     args = parser.parse_args(argv)
     launches = 2 if args.quick else 4
     requests = 3 if args.quick else 10
+    http_rounds, http_per_round = (3, 10) if args.quick else (7, 30)
+    if args.http_only:
+        progress("HTTP: reused vs fresh connection")
+        print(table(_http_rows(http_rounds, http_per_round)))
+        return 0
 
     progress("python -c 'import torch' (the floor of any torch worker)")
     torch_floor = statistics.median(_import_torch_seconds() for _ in range(launches))
@@ -181,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                 max(0.0, value - baseline) / STEPS,
             )
         )
+
+    progress("HTTP: reused vs fresh connection")
+    results.extend(_http_rows(http_rounds, http_per_round))
 
     print(table(results))
     print("\nwhere the time goes (medians):")

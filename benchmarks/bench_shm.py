@@ -8,7 +8,11 @@ slots), the same payload objects and the same harness, each driven only through 
    for ``bytes`` and for a pickled ``(seq, bytes)`` tuple;
 2. throughput of back-to-back messages, and the CPU time all processes spend per message;
 3. idle CPU of a reader blocked in ``dequeue`` after 100 ms without traffic, and the cold-wake
-   latency of the first message after such an idle period.
+   latency of the first message after such an idle period;
+4. ``import cardcage.shm`` against ``python -c pass`` (budget 1.3x: every name is exported
+   lazily), and what creating a queue costs, with the share of the stale-segment sweep that
+   creation runs, measured with ``/dev/shm`` holding enough live segments of another process
+   that the sweep examines its full cap.
 
 Every trial is one writer and N readers in fresh ``spawn``ed processes (handles travel pickled),
 with a per-reader reverse queue of the same implementation for acknowledgements. Trials of the
@@ -59,6 +63,7 @@ from _common import (
     BenchError,
     Result,
     find_anchor_wheel,
+    measure_startup,
     parse_args,
     progress,
     quartiles,
@@ -85,6 +90,9 @@ SEED = 20261130
 LATENCY_BUDGETS = {64: 0.35, 1 << 20: 0.35, 16 << 20: 0.2}
 IDLE_CPU_LIMIT = 1.0  # % of a core, reader idle for > 100 ms
 IDLE_GRACE_S = 0.1  # the budget starts after this long without traffic
+IMPORT_BUDGET = 1.3  # import cardcage.shm / python -c pass
+#: the stale-segment sweep's share of creating a 4 MiB x 6 queue, with a full cap to examine
+SWEEP_BUDGET = 0.25
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,8 @@ class Settings:
     idle_reps: int
     idle_window_s: float
     trial_timeout_s: float
+    startup_rounds: int
+    create_rounds: int
 
 
 FULL = Settings(
@@ -108,6 +118,8 @@ FULL = Settings(
     idle_reps=3,
     idle_window_s=0.6,
     trial_timeout_s=600.0,
+    startup_rounds=20,
+    create_rounds=40,
 )
 QUICK = Settings(
     rounds=1,
@@ -117,6 +129,8 @@ QUICK = Settings(
     idle_reps=1,
     idle_window_s=0.3,
     trial_timeout_s=240.0,
+    startup_rounds=5,
+    create_rounds=10,
 )
 
 
@@ -756,6 +770,80 @@ def other_rows(
     return rows
 
 
+# -- start-up and queue creation ----------------------------------------------------------------
+
+
+def measure_import(scratch: Path, settings: Settings) -> list[Result]:
+    """``import cardcage.shm`` (budgeted) and its first real use (context), as ``python -c``."""
+    commands = {
+        "pass": "pass",
+        "import cardcage.shm": "import cardcage.shm",
+        "from cardcage.shm import MessageQueue": "from cardcage.shm import MessageQueue",
+    }
+    rows = (("import cardcage.shm", IMPORT_BUDGET), ("from cardcage.shm import MessageQueue", None))
+    env = dict(os.environ)
+    # Bytecode cached under a private prefix: a deployed wheel ships its .pyc files.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    return measure_startup(commands, rows, env, scratch, settings.startup_rounds)
+
+
+def hold_segments(n: int, conn: Connection) -> None:
+    """Child process: create ``n`` rings no reader attaches, report, and live until told."""
+    from cardcage.shm import ShmRingBuffer
+
+    rings = [ShmRingBuffer(1, 64, 1) for _ in range(n)]
+    conn.send(len(rings))
+    conn.recv()
+    for ring in rings:
+        ring.close()
+
+
+def measure_creation(settings: Settings) -> list[Result]:
+    """Creating (and closing) a 4 MiB x 6 queue with one local reader, and the stale-segment
+    sweep it runs first, timed alone. Another live process holds twice the sweep's cap in
+    segments, so every sweep examines as many as it ever does (and removes none)."""
+    from cardcage.shm import MessageQueue, sweep_stale
+    from cardcage.shm._segment import SWEEP_LIMIT
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    holder = ctx.Process(target=hold_segments, args=(2 * SWEEP_LIMIT, child), daemon=True)
+    holder.start()
+    try:
+        if not parent.poll(60):
+            raise BenchError("the segment-holding process did not start")
+        parent.recv()
+        create: list[float] = []
+        sweep: list[float] = []
+        for _ in range(settings.create_rounds):
+            start = time.perf_counter()
+            queue = MessageQueue(1, 1, max_chunk_bytes=SLOT_BYTES, max_chunks=SLOTS)
+            create.append(time.perf_counter() - start)
+            queue.close()
+            start = time.perf_counter()
+            sweep_stale(limit=SWEEP_LIMIT)
+            sweep.append(time.perf_counter() - start)
+    finally:
+        parent.send("done")
+        holder.join(30)
+    created = statistics.median(create) * 1e6
+    swept = statistics.median(sweep) * 1e6
+    return [
+        Result(
+            group="create",
+            name=f"stale-segment sweep at queue creation ({SWEEP_LIMIT} live segments examined)",
+            unit="µs",
+            value=swept,
+            reference=created,
+            reference_label="creating a 4 MiB x 6 queue, sweep included",
+            ratio=swept / created,
+            budget=SWEEP_BUDGET,
+            spread=quartiles([s / c for s, c in zip(sweep, create, strict=True)]),
+        )
+    ]
+
+
 # -- report --------------------------------------------------------------------------------------
 
 
@@ -823,11 +911,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     t = run_trial(name, str(anchor_file), n, settings)
                     trials.setdefault((name, n), []).append(t)
                     failures += [f"{name}, {n} reader(s): {f}" for f in t.failures]
+        progress("start-up: python -c ... (subprocesses)")
+        startup = measure_import(Path(tmp), settings)
+        progress("queue creation and the stale-segment sweep")
+        creation = measure_creation(settings)
     results: list[Result] = []
     for n in settings.readers:
         results += latency_rows(trials, n, anchor)
     for n in settings.readers:
         results += other_rows(trials, n, anchor)
+    results += startup + creation
     elapsed = time.perf_counter() - started
     print(table(results))
     print(

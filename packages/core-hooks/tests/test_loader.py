@@ -840,69 +840,113 @@ def test_the_report_records_the_selection(
     assert report.selection == PlatformChoice("a", "vendor-a", plugin_profile.selector_env)
 
 
-# -- load_plugins: a selection provider -------------------------------------------------------
+# -- load_plugins: the selection of a registered runtime ----------------------------------------
 
 
-def _provided(profile: RuntimeProfile, provider: str) -> RuntimeProfile:
-    return type(profile)(
-        profile.name,
-        profile.platform_group,
-        profile.plugin_group,
-        profile.selector_env,
-        profile.allowlist_env,
-        selection_provider=provider,
-    )
+def _register_runtime(dists: DistFactory, profile: RuntimeProfile, accessor: str) -> None:
+    """Register a runtime for ``profile`` (``cardcage.runtimes``) whose accessor is ``accessor``."""
+    module = dists.module(
+        "runtime",
+        f"""
+        from cardcage.hooks.profile import RuntimeProfile
+        from cardcage.hooks.runtimes import Runtime
 
-
-def test_a_selection_provider_decides_which_platform_distributions_are_excluded(
-    dists: DistFactory,
-    plugin_profile: RuntimeProfile,
-    plugin_registry: type[BaseHookRegistry],
-) -> None:
-    _vendors(dists)
-    provider = dists.module(
-        "provider",
-        """
-        from cardcage.hooks.loader import PlatformChoice
-
-        def choice():
-            return PlatformChoice("b", "vendor-b", "PROVIDER")
+        RUNTIME = Runtime(
+            profile=RuntimeProfile(
+                {profile.name!r},
+                {profile.platform_group!r},
+                {profile.plugin_group!r},
+                {profile.selector_env!r},
+                {profile.allowlist_env!r},
+            ),
+            display_name="test",
+            distribution="test-runtime",
+            policy="unused:policy",
+            accessor={accessor!r},
+        )
         """,
     )
-    dists.select("a")
+    dists.add(
+        "test-runtime", entry_points={"cardcage.runtimes": {profile.name: f"{module}:RUNTIME"}}
+    )
 
-    report = load_plugins(_provided(plugin_profile, f"{provider}:choice"), plugin_registry)
+
+_ACCESSOR = """
+class _Record:
+    mode = "automatic"
+    selector_env = "UNUSED"
+    selector = ""
+    plugin_name = "b"
+    dist_name = "vendor-b"
+
+
+def get_current_platform():
+    return object()
+
+
+def get_selection_record():
+    return _Record()
+"""
+
+
+def test_a_registered_runtime_decides_which_platform_distributions_are_excluded(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+) -> None:
+    _vendors(dists)
+    _register_runtime(dists, plugin_profile, dists.module("accessor", _ACCESSOR))
+    dists.select("a")  # the runtime's own selection wins over the variable read from metadata
+
+    report = load_plugins(plugin_profile, plugin_registry)
 
     assert _executed(dists) == ["c_general", "b_general"]
-    assert report.selection == PlatformChoice("b", "vendor-b", "PROVIDER")
+    assert report.selection == PlatformChoice("b", "vendor-b", "automatic platform selection")
 
 
-def test_a_selection_provider_that_is_not_installed_falls_back_to_the_selector(
+def test_without_a_registered_runtime_the_selector_is_read_from_metadata(
     dists: DistFactory,
     plugin_profile: RuntimeProfile,
     plugin_registry: type[BaseHookRegistry],
 ) -> None:
     _vendors(dists)
     dists.select("a")
-    missing = f"{dists.module_name('absent')}.selection:choice"
 
-    load_plugins(_provided(plugin_profile, missing), plugin_registry)
+    load_plugins(plugin_profile, plugin_registry)
 
     assert _executed(dists) == ["c_general", "a_general"]
 
 
-def test_a_selection_provider_missing_a_dependency_raises_instead_of_falling_back(
+def test_a_registered_runtime_for_another_profile_of_the_same_name_is_not_used(
     dists: DistFactory,
     plugin_profile: RuntimeProfile,
     plugin_registry: type[BaseHookRegistry],
 ) -> None:
     _vendors(dists)
+    other = type(plugin_profile)(
+        plugin_profile.name, "other.platforms", "other.plugins", "OTHER_SEL", "OTHER_ALLOW"
+    )
+    _register_runtime(dists, other, dists.module("accessor", _ACCESSOR))
     dists.select("a")
-    dependency = dists.module_name("dep")  # never written; its name prefixes the provider's
-    provider = dists.write_module(f"{dependency}_selection", f"import {dependency}\n")
+
+    load_plugins(plugin_profile, plugin_registry)
+
+    assert _executed(dists) == ["c_general", "a_general"]
+
+
+def test_a_registered_runtime_whose_accessor_misses_a_dependency_raises(
+    dists: DistFactory,
+    plugin_profile: RuntimeProfile,
+    plugin_registry: type[BaseHookRegistry],
+) -> None:
+    _vendors(dists)
+    dependency = dists.module_name("dep")  # never written
+    accessor = dists.write_module(f"{dependency}_accessor", f"import {dependency}\n")
+    _register_runtime(dists, plugin_profile, accessor)
+    dists.select("a")
 
     with pytest.raises(ModuleNotFoundError) as info:
-        load_plugins(_provided(plugin_profile, f"{provider}:choice"), plugin_registry)
+        load_plugins(plugin_profile, plugin_registry)
 
     assert info.value.name == dependency
 

@@ -263,7 +263,7 @@ def test_plugins_list_excludes_in_automatic_mode_what_the_allowlist_keeps_from_s
 
 
 @without_diffusion
-def test_plugins_list_covers_other_sglang_groups_and_filters_by_group(site: Site) -> None:
+def test_plugins_list_covers_sglang_runtime_groups_and_filters_by_group(site: Site) -> None:
     site.add(
         "diffusion-vendor",
         entry_points={
@@ -283,7 +283,8 @@ def test_plugins_list_covers_other_sglang_groups_and_filters_by_group(site: Site
         "dhooks": ("diffusion", "sglang.multimodal_gen.plugins", "general", "unused"),
     }
     dhooks = next(row for row in document["plugins"] if row["name"] == "dhooks")
-    assert "pip install cardcage-diffusion-runtime" in dhooks["detail"]
+    assert "the diffusion runtime that reads group" in dhooks["detail"]
+    assert "'cardcage.runtimes' entry-point group" in dhooks["detail"]
     assert [p["name"] for p in document["profiles"]] == ["srt"]
     only = _json(site, "plugins", "list", "--group", "sglang.multimodal_gen.plugins")
     assert [row["name"] for row in only["plugins"]] == ["dhooks"]
@@ -463,9 +464,32 @@ def test_platform_for_a_runtime_that_is_not_installed_is_a_usage_error(site: Sit
     result = site.run("platform", "--runtime", "diffusion")
     assert result.returncode == 2, result
     assert result.stdout == ""
-    assert "the diffusion runtime is not installed" in result.stderr
-    assert "pip install cardcage-diffusion-runtime" in result.stderr
+    assert "the diffusion runtime is not installed (installed: srt)" in result.stderr
+    assert "'cardcage.runtimes' entry-point group" in result.stderr
     assert site.run("platform", "--runtime", "srt").returncode == 0
+
+
+@without_diffusion
+@pytest.mark.parametrize(
+    "command", [["plugins", "list"], ["platform"], ["hooks"], ["env"], ["doctor"]]
+)
+def test_runtime_srt_gives_the_same_document_as_the_default_when_srt_is_the_only_runtime(
+    site: Site, command: list[str]
+) -> None:
+    site.plugin("tools-x", "xhooks")
+    default = _json(site, *command)
+    only = _json(site, *command, "--runtime", "srt")
+    assert only == default
+
+
+@pytest.mark.parametrize("command", [["plugins", "list"], ["hooks"], ["env"], ["doctor"]])
+def test_every_command_refuses_a_runtime_that_is_not_registered(
+    site: Site, command: list[str]
+) -> None:
+    result = site.run(*command, "--runtime", "nosuch")
+    assert result.returncode == 2, result
+    assert result.stdout == ""
+    assert "no runtime named 'nosuch' is installed (installed: srt" in result.stderr
 
 
 @without_diffusion
@@ -483,12 +507,32 @@ def test_doctor_ignores_diffusion_platforms_while_that_runtime_is_not_installed(
     assert not site.marker("dv").exists(), "doctor activated a platform no runtime reads"
 
 
+#: A runtime registration whose record loads but whose selection policy cannot be imported.
+BROKEN_POLICY_RUNTIME = """
+from cardcage.hooks.profile import DIFFUSION_PROFILE
+from cardcage.hooks.runtimes import Runtime
+
+DIFFUSION_RUNTIME = Runtime(
+    profile=DIFFUSION_PROFILE,
+    display_name="diffusion",
+    distribution="broken-diffusion",
+    policy="ccfix_broken_policy:policy",
+    accessor="ccfix_broken_policy",
+)
+"""
+
+
 def _broken_diffusion_runtime(site: Site) -> None:
-    """A ``cardcage.diffusion`` package that is found but fails to import (a broken install)."""
-    package = site.root / "cardcage" / "diffusion"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(
-        'raise ImportError("libdiffusion.so: cannot open shared object file")\n', encoding="utf-8"
+    """A registered diffusion runtime whose policy fails to import (a broken install)."""
+    site.add(
+        "broken-diffusion",
+        entry_points={"cardcage.runtimes": {"diffusion": "ccfix_broken_runtime:DIFFUSION_RUNTIME"}},
+        modules={
+            "ccfix_broken_runtime": BROKEN_POLICY_RUNTIME,
+            "ccfix_broken_policy": (
+                'raise ImportError("libdiffusion.so: cannot open shared object file")\n'
+            ),
+        },
     )
 
 
@@ -510,12 +554,36 @@ def test_a_broken_diffusion_runtime_is_reported_not_a_crash(site: Site) -> None:
     doctor = _json(site, "doctor")
     (finding,) = _problems(doctor)
     assert finding["code"] == "runtime-import-failed"
-    assert "pip install --force-reinstall cardcage-diffusion-runtime" in finding["fix"]
+    assert "pip install --force-reinstall broken-diffusion" in finding["fix"]
     srt_startup, diffusion_startup = doctor["startup"]
     assert (srt_startup["runtime"], srt_startup["known"]) == ("srt", True)
     assert diffusion_startup["runtime"] == "diffusion"
     assert (diffusion_startup["known"], diffusion_startup["selection_fails"]) == (False, True)
     assert "its platform selection cannot be imported" in diffusion_startup["detail"]
+
+
+@without_diffusion
+def test_a_runtime_registration_that_does_not_import_is_reported_by_doctor(site: Site) -> None:
+    site.add(
+        "broken-embedder",
+        entry_points={"cardcage.runtimes": {"embedded": "ccfix_no_runtime:RUNTIME"}},
+        modules={"ccfix_no_runtime": 'raise ImportError("libembedded.so is missing")\n'},
+    )
+
+    platform = _json(site, "platform")
+    assert platform["ok"] is True
+    assert [r["runtime"] for r in platform["runtimes"]] == ["srt"]
+
+    doctor = _json(site, "doctor")
+    (finding,) = _problems(doctor)
+    assert finding["code"] == "runtime-import-failed"
+    assert finding["plugin"] == "embedded"
+    assert "libembedded.so is missing" in finding["message"]
+    assert "pip install --force-reinstall broken-embedder" in finding["fix"]
+
+    chosen = site.run("platform", "--runtime", "embedded")
+    assert chosen.returncode == 2, chosen
+    assert "cannot be imported" in chosen.stderr
 
 
 # -- hooks -------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The process-wide ``current_platform``: lazy, once, locked, re-entrancy-safe, sticky on failure.
 
 Also the test helpers of ``cardcage.platforms.testing`` and the hand-off of the resolved
-selection to ``cardcage.hooks.load_plugins()`` (``cardcage.platforms.handoff``), which makes SRT
+selection to ``load_plugins()`` (through the SRT runtime's registration), which makes SRT
 exclude the general plugins of platform distributions that were not selected in automatic mode
 too. Platform plugins are real distributions on a temporary ``sys.path`` entry; hardware probes
 are injected with ``use_probes``.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pkgutil
 import re
 import select
 import signal
@@ -26,9 +25,15 @@ import pytest
 
 import cardcage.platforms
 from cardcage.hooks.errors import PhaseFailedError, PluginLoadError
-from cardcage.hooks.loader import PlatformChoice, load_plugins, reset_plugin_state
+from cardcage.hooks.loader import (
+    PlatformChoice,
+    load_plugins,
+    reset_plugin_state,
+    runtime_platform_choice,
+)
 from cardcage.hooks.profile import SRT_PROFILE
 from cardcage.hooks.registry import BaseHookRegistry
+from cardcage.hooks.runtimes import get_runtime, runtime_for
 from cardcage.hooks.snapshot import refresh
 from cardcage.hooks.testing import on_sys_path, write_distribution
 from cardcage.platforms import current, probes
@@ -40,9 +45,9 @@ from cardcage.platforms.errors import (
     PlatformError,
     PlatformReentrancyError,
 )
-from cardcage.platforms.handoff import srt_platform_choice
 from cardcage.platforms.interface import SRTPlatform
 from cardcage.platforms.probes import HardwareProbes
+from cardcage.platforms.runtime import SRT_RUNTIME
 from cardcage.platforms.selection import SelectionRecord
 from cardcage.platforms.testing import reset_current_platform, set_current_platform, use_probes
 
@@ -870,7 +875,7 @@ def test_platform_choice_in_automatic_mode_names_the_activated_plugins_distribut
     site.dist("vendor-b", platforms={"beta": DECLINING})
     site.install()
 
-    assert srt_platform_choice() == PlatformChoice(
+    assert runtime_platform_choice(SRT_RUNTIME) == PlatformChoice(
         "alpha", "vendor-a", reason="automatic platform selection"
     )
 
@@ -883,7 +888,7 @@ def test_platform_choice_in_explicit_mode_names_the_selector(
     monkeypatch.setenv("SGLANG_PLATFORM", "beta")
     site.install()
 
-    assert srt_platform_choice() == PlatformChoice(
+    assert runtime_platform_choice(SRT_RUNTIME) == PlatformChoice(
         "beta", "vendor-b", reason="SGLANG_PLATFORM=beta"
     )
 
@@ -892,7 +897,7 @@ def test_platform_choice_for_a_builtin_has_no_plugin_or_distribution(site: Site)
     site.dist("vendor-a", platforms={"alpha": DECLINING})
     site.install()
 
-    choice = srt_platform_choice()
+    choice = runtime_platform_choice(SRT_RUNTIME)
 
     assert (choice.entry_point, choice.dist_name) == (None, None)
 
@@ -901,7 +906,7 @@ def test_platform_choice_resolves_the_platform_when_nothing_resolved_it_yet(site
     site.oot("vendor-a", "alpha")
     site.install()
 
-    srt_platform_choice()
+    runtime_platform_choice(SRT_RUNTIME)
 
     record = current.get_selection_record()
     assert record is not None
@@ -914,15 +919,16 @@ def test_platform_choice_for_a_harness_installed_platform_names_no_distribution(
     del clean_platform
     set_current_platform(CpuSRTPlatform())
 
-    choice = srt_platform_choice()
+    choice = runtime_platform_choice(SRT_RUNTIME)
 
     assert (choice.entry_point, choice.dist_name) == (None, None)
     assert "test harness" in choice.reason
 
 
-def test_srt_profile_names_the_handoff_as_its_selection_provider() -> None:
-    assert SRT_PROFILE.selection_provider is not None
-    assert pkgutil.resolve_name(SRT_PROFILE.selection_provider) is srt_platform_choice
+def test_the_srt_runtime_is_registered_through_the_runtimes_entry_point_group() -> None:
+    assert get_runtime("srt") == SRT_RUNTIME
+    assert runtime_for(SRT_PROFILE) == SRT_RUNTIME
+    assert SRT_RUNTIME.accessor_module() is current
 
 
 def _platform_world(site: Site) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:

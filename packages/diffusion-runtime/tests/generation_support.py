@@ -8,7 +8,11 @@ test sets (children inherit the environment):
   ``rank<N>.json`` there: what the worker looked like before and after the original ran;
 * ``H7_KILL_RANK=<n>`` and ``H7_KILL_AT=<k>``: a BEFORE hook on the transformer's ``forward``
   SIGKILLs rank n at its k-th call, in the middle of a request (rank 0 is computing too);
-  with ``H7_KILL_MODE=raise`` it raises ``RuntimeError("rank overheated")`` instead.
+  with ``H7_KILL_MODE=raise`` it raises ``RuntimeError("rank overheated")`` instead;
+* ``H7_HOLD_RENDEZVOUS=<port>``: a BEFORE hook on ``GPUWorker.init_distributed`` makes rank 0
+  connect to that local port, send its ``master_port``, and wait until the test closes the
+  connection: the test then acts while the launcher has chosen the rendezvous port and rank 0
+  has not yet started the store on it (``bootstrap_support.BlockingListener``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,20 @@ def register():
             with open(path, "w") as handle:
                 json.dump(evidence, handle)
             return result
+
+    if os.environ.get("H7_HOLD_RENDEZVOUS"):
+        @plugin_hook(
+            "cardcage.diffusion.runtime.managers.gpu_worker.GPUWorker.init_distributed",
+            HookType.BEFORE,
+        )
+        def hold_rendezvous(self):
+            import socket
+
+            if self.rank == 0:
+                port = int(os.environ["H7_HOLD_RENDEZVOUS"])
+                with socket.create_connection(("127.0.0.1", port)) as conn:
+                    conn.sendall(str(self.server_args.master_port).encode() + b"\\n")
+                    conn.recv(1)
 
     if os.environ.get("H7_KILL_RANK"):
         @plugin_hook(

@@ -52,11 +52,12 @@ class ParsedPng:
     bit_depth: int
     color_type: int
     chunk_types: list[bytes]
-    pixels: bytes  # RGB rows, filter bytes removed
+    pixels: bytes  # RGB rows, filters undone
 
 
 def parse_png(data: bytes) -> ParsedPng:
-    """Parse an 8-bit RGB PNG written with filter 0, checking the signature and every CRC."""
+    """Parse an 8-bit RGB PNG, checking the signature and every CRC, undoing each scanline's
+    filter (all five PNG filter types): an independent check of what Pillow writes."""
     if data[:8] != b"\x89PNG\r\n\x1a\n":
         raise ValueError("bad PNG signature")
     pos, chunks, idat = 8, [], b""
@@ -74,18 +75,45 @@ def parse_png(data: bytes) -> ParsedPng:
         elif kind == b"IDAT":
             idat += body
         pos += 12 + length
-    width, height, depth, color, _, _, _ = header
+    width, height, depth, color, _, _, interlace = header
+    if (depth, color, interlace) != (8, 2, 0):
+        raise ValueError(f"not 8-bit RGB without interlace: {header}")
     raw = zlib.decompress(idat)
     stride = width * 3
     if len(raw) != (stride + 1) * height:
         raise ValueError("IDAT size does not match IHDR")
-    rows = []
+    rows: list[bytes] = []
+    previous = bytes(stride)
     for row in range(height):
         line = raw[row * (stride + 1) : (row + 1) * (stride + 1)]
-        if line[0] != 0:
-            raise ValueError(f"unexpected filter type {line[0]}")
-        rows.append(line[1:])
+        current = _unfilter(line[0], line[1:], previous)
+        rows.append(current)
+        previous = current
     return ParsedPng(width, height, depth, color, chunks, b"".join(rows))
+
+
+def _unfilter(kind: int, line: bytes, above: bytes) -> bytes:
+    out = bytearray(len(line))
+    for i, value in enumerate(line):
+        left = out[i - 3] if i >= 3 else 0
+        up = above[i]
+        corner = above[i - 3] if i >= 3 else 0
+        if kind == 0:
+            guess = 0
+        elif kind == 1:
+            guess = left
+        elif kind == 2:
+            guess = up
+        elif kind == 3:
+            guess = (left + up) // 2
+        elif kind == 4:
+            p = left + up - corner
+            pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+            guess = left if pa <= pb and pa <= pc else (up if pb <= pc else corner)
+        else:
+            raise ValueError(f"unknown filter type {kind}")
+        out[i] = (value + guess) & 0xFF
+    return bytes(out)
 
 
 def comm_inputs() -> dict[str, Any]:

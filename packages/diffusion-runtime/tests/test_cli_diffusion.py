@@ -157,7 +157,9 @@ def test_diffusion_falls_back_through_the_builtin_chain_in_order(site: Path) -> 
     text = cardcage(site, "platform", "--runtime", "diffusion")
     assert "SRT platform" not in text.stdout
     assert f"automatic selection: {OVERRIDE} is not set" in text.flat
-    assert "MPS, XPU, ROCm, CUDA, NPU, MUSA, then CPU" in text.flat
+    assert (
+        "built-in chain (the first detected of mps, xpu, rocm, cuda, npu, musa, cpu)" in text.flat
+    )
     assert f"'xpu' is detected automatically only: {OVERRIDE} does not accept it" in text.flat
 
 
@@ -368,3 +370,45 @@ def test_doctor_matches_the_shared_allowlist_against_both_runtimes(site: Path) -
     unmatched = [f for f in document["findings"] if f["code"] == "allowlist-unmatched"]
     assert [f["plugin"] for f in unmatched] == ["acme_opz"], "reported once, real typos only"
     assert "Did you mean 'acme_ops'?" in unmatched[0]["message"]
+
+
+# -- cardcage hooks ----------------------------------------------------------------------------
+
+
+def test_hooks_lists_each_runtimes_hooks_under_that_runtime(site: Path) -> None:
+    hooks = """
+from cardcage.diffusion.runtime.platforms.plugins import HookRegistry, HookType
+
+
+def shout(result, *args, **kwargs):
+    return result.upper()
+
+
+def register():
+    HookRegistry.register("ccdiff_target.greet", shout, HookType.AFTER)
+"""
+    write_distribution(
+        site,
+        "diffusion-hooks",
+        entry_points={DIFF_PLUGINS: {"shouter": "ccdiff_shouter:register"}},
+        modules={
+            "ccdiff_shouter": hooks,
+            "ccdiff_target": "def greet(name):\n    return 'hello ' + name\n",
+        },
+    )
+
+    document = cardcage_json(site, "hooks")
+    runtimes = by_runtime(document)
+    assert list(runtimes) == ["srt", "diffusion"]
+    assert runtimes["srt"]["hooks"] == [], "a diffusion hook is not an SRT hook"
+    (row,) = runtimes["diffusion"]["hooks"]
+    assert (row["target"], row["type"], row["plugin"], row["status"]) == (
+        "ccdiff_target.greet",
+        "AFTER",
+        "shouter",
+        "applied",
+    )
+
+    only = cardcage_json(site, "hooks", "--runtime", "diffusion")
+    assert [r["runtime"] for r in only["runtimes"]] == ["diffusion"]
+    assert only["hooks"] == runtimes["diffusion"]["hooks"]

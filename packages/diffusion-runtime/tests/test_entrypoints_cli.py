@@ -2,23 +2,34 @@
 
 Tests that start workers run the installed console script in a fresh interpreter (the command
 spawns its workers from there, so a subprocess is where the behaviour is): ``generate`` writes PNG
-files that decode to the requested size, and a model path that resolves to nothing exits 1
-naming it, without a traceback. Argument errors are refused before anything is spawned, so
-those cases call ``main()`` in this process (one also runs the console script, for its status).
+files that decode to the requested size, draws a progress bar only on a terminal (a real
+pseudo-terminal), and a worker that fails exits 1 naming what failed, followed by the worker's
+traceback. Argument errors are refused before anything is spawned, so those cases call
+``main()`` in this process (one also runs the console script, for its status).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import platform
+import pty
+import select
 import socket
+import struct
 import subprocess
 import sys
+import termios
+import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from bootstrap_support import write_vendor
 from model_support import parse_png
 
+from cardcage.diffusion.configs.sampling_params import MAX_SEED
 from cardcage.diffusion.runtime.entrypoints.cli import build_parser, main
 
 MODEL = "cardcage/tiny-dit"
@@ -38,13 +49,55 @@ class Run:
     stderr: str
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 120.0) -> Run:
+def _environment(extra: dict[str, str] | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_")}
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    *args: str, cwd: Path, timeout: float = 120.0, env: dict[str, str] | None = None
+) -> Run:
     done = subprocess.run(
         [*command(), *args],
-        capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd, check=False,
+        capture_output=True, text=True, timeout=timeout, env=_environment(env), cwd=cwd,
+        check=False,
     )  # fmt: skip
     return Run(done.returncode, done.stdout, done.stderr)
+
+
+def run_cli_on_a_terminal(*args: str, cwd: Path, timeout: float = 120.0) -> Run:
+    """Run the command with stderr on a pseudo-terminal (an interactive user's), stdout piped.
+
+    ``Run.stderr`` is what the terminal received, control characters included; the terminal
+    turns each newline into CRLF.
+    """
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    received = bytearray()
+    with subprocess.Popen(
+        [*command(), *args],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower, env=_environment(None),
+        cwd=cwd,
+    ) as process:  # fmt: skip
+        os.close(follower)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # until every process that held it closed it
+            readable, _, _ = select.select([leader], [], [], deadline - time.monotonic())
+            if not readable:
+                break
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            received += chunk
+        assert process.stdout is not None
+        stdout = process.stdout.read().decode()
+        returncode = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    os.close(leader)
+    return Run(returncode, stdout, received.decode(errors="replace"))
 
 
 def test_generate_writes_a_png_of_the_requested_size_with_two_workers(tmp_path: Path) -> None:
@@ -135,6 +188,16 @@ def test_an_output_that_cannot_be_created_exits_2_before_any_worker_starts(
     assert "worker(s) ready" not in stderr
 
 
+def _failure_report(stderr: str) -> tuple[str, list[str]]:
+    """The error line and the lines after it (the worker traceback the message points to)."""
+    lines = stderr.strip().splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.startswith(f"{PROG} generate: error:")]
+    return lines[start], lines[start + 1 :]
+
+
+PROG = "cardcage-diffusion"
+
+
 def test_a_model_path_that_names_nothing_exits_1_naming_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
     run = run_cli(
@@ -142,11 +205,36 @@ def test_a_model_path_that_names_nothing_exits_1_naming_the_path(tmp_path: Path)
         cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 1, run.stderr
-    last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("cardcage-diffusion generate: error:")
-    assert str(missing) in last
-    assert "Traceback" not in run.stderr
+    error, below = _failure_report(run.stderr)
+    assert str(missing) in error
+    assert "fix the cause shown in the worker traceback below" in error
+    assert below[:2] == ["--- worker traceback ---", "Traceback (most recent call last):"]
+    assert below[-1].endswith(f"ModelNotFoundError: model {str(missing)!r} not found. Pass a "
+                              "built-in model id ('cardcage/tiny-dit') or a directory holding "
+                              "config.json and model.safetensors (write one with "
+                              "save_pretrained(directory)).")  # fmt: skip
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_failing_worker_is_reported_with_the_worker_traceback(tmp_path: Path) -> None:
+    # A real vendor platform whose init_backend() raises in rank 0 (bootstrap_support).
+    site = tmp_path / "site"
+    site.mkdir()
+    write_vendor(site)
+    run = run_cli(
+        "generate", "--model-path", MODEL, "--prompt", "a", cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "H5_FAIL_RANK": "0"},
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    error, below = _failure_report(run.stderr)
+    assert "Diffusion worker rank 0 (pid " in error
+    assert "failed during platform backend initialization: RuntimeError: device on fire" in error
+    traceback = "\n".join(below)
+    assert below[:2] == ["--- worker traceback ---", "Traceback (most recent call last):"]
+    assert "h5_vendor_platform.py" in traceback
+    assert "in init_backend" in traceback  # the vendor's frame, in the worker
+    assert below[-1] == "RuntimeError: device on fire"
+    assert "entrypoints/cli.py" not in traceback  # the worker's traceback, not the launcher's
 
 
 def test_debug_log_level_adds_the_traceback_to_a_runtime_error(tmp_path: Path) -> None:
@@ -161,6 +249,81 @@ def test_debug_log_level_adds_the_traceback_to_a_runtime_error(tmp_path: Path) -
         assert f"Cannot listen on 127.0.0.1:{port}" in run.stderr.strip().splitlines()[-1]
     assert "Traceback" not in quiet.stderr
     assert "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("seed", [-1, MAX_SEED + 1, 2**63 - 1])
+def test_serve_refuses_a_default_seed_that_every_request_would_refuse(
+    capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    assert main(["serve", "--model-path", MODEL, "--seed", str(seed)]) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.strip().splitlines()[-1] == (
+        f"cardcage-diffusion serve: error: argument --seed: {seed} is not valid: expected an "
+        f"int >= 0 and <= {MAX_SEED}"
+    )
+    assert "usage:" in stderr
+    assert "worker(s) ready" not in stderr
+
+
+@pytest.mark.parametrize("command_name", ["generate", "serve"])
+def test_seed_help_states_the_range_requests_accept(
+    capsys: pytest.CaptureFixture[str], command_name: str
+) -> None:
+    assert main([command_name, "--help"]) == 0
+    assert f"0 to {MAX_SEED}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_version_names_the_installed_distributions(tmp_path: Path) -> None:
+    run = run_cli("--version", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    first, second = run.stdout.splitlines()
+    assert first == f"cardcage-diffusion {metadata.version('cardcage-diffusion-runtime')}"
+    assert second.startswith(f"Python {platform.python_version()}, ")
+    for name in ("cardcage-core-hooks", "cardcage-core-platforms", "cardcage-shm-broadcast"):
+        assert f"{name} {metadata.version(name)}" in second
+    assert second.endswith(f"torch {metadata.version('torch')}")
+    assert run.stderr == ""
+
+
+def test_version_imports_neither_torch_nor_the_runtime() -> None:
+    probe = (
+        "import contextlib, io, sys\n"
+        "from cardcage.diffusion.runtime.entrypoints.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    status = main(['--version'])\n"
+        "print(status, 'torch' in sys.modules,\n"
+        "      'cardcage.diffusion.runtime.platforms.plugins' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["0", "False", "False"]
+
+
+def test_generate_draws_a_progress_bar_on_a_terminal_and_logs_steps_at_debug(
+    tmp_path: Path,
+) -> None:
+    run = run_cli_on_a_terminal(
+        "generate", "--model-path", MODEL, "--prompt", "a kite", "--steps", "3",
+        "--height", "32", "--width", "32", "--log-level", "debug", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "denoising: 100%" in run.stderr
+    assert "3/3" in run.stderr
+    for step in (1, 2, 3):
+        assert f"Request #1: denoising step {step}/3" in run.stderr
+    assert "Wrote output.png (32x32, seed 42)" in run.stdout
+
+
+def test_generate_piped_draws_no_bar_and_logs_no_step_at_info(tmp_path: Path) -> None:
+    run = run_cli(
+        "generate", "--model-path", MODEL, "--prompt", "a kite", "--steps", "3",
+        "--height", "32", "--width", "32", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "denoising" not in run.stderr
+    assert "\r" not in run.stderr
+    assert "Request #1: 1 image(s) 32x32" in run.stderr  # INFO reaches stderr: only steps moved
 
 
 def test_help_lists_both_commands() -> None:

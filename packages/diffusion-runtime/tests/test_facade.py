@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -18,7 +19,9 @@ from hypothesis import strategies as st
 
 import cardcage.diffusion as facade
 from cardcage.diffusion import DiffGenerator, PipelineConfig, SamplingParams, ServerArgs
+from cardcage.diffusion.configs.sampling_params import MAX_SEED
 from cardcage.diffusion.errors import (
+    InvalidArgumentError,
     InvalidPipelineConfigError,
     InvalidSamplingParamsError,
     InvalidServerArgsError,
@@ -172,6 +175,29 @@ def test_sampling_params_accept_every_valid_combination(
         num_images=images,
     )
     assert SamplingParams.from_dict(params.to_dict()) == params
+
+
+@given(
+    seed=st.integers(-3, 3)
+    | st.integers(MAX_SEED - 3, MAX_SEED + 3)
+    | st.integers(2**63 - 3, 2**63 + 3)
+    | st.integers(-(2**70), 2**70)
+)
+def test_the_server_default_seed_accepts_exactly_the_seeds_requests_accept(seed: int) -> None:
+    # ServerArgs.seed is the default of every request that passes none: a value it accepts
+    # that SamplingParams rejects would make each such request fail.
+    set_current_platform(CpuPlatform())
+
+    def accepted(build: Callable[[], object]) -> bool:
+        try:
+            build()
+        except InvalidArgumentError:
+            return False
+        return True
+
+    as_default = accepted(lambda: ServerArgs(model_path="tiny", seed=seed))
+    assert as_default == accepted(lambda: SamplingParams(seed=seed))
+    assert as_default == (0 <= seed <= MAX_SEED)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from cardcage.diffusion.configs.sampling_params import SamplingParams
 from cardcage.diffusion.errors import (
     InvalidSamplingParamsError,
     LauncherClosedError,
+    RequestCancelledError,
     WorkerDiedError,
     WorkerFailedError,
     WorkerRequestError,
@@ -95,6 +97,38 @@ def test_one_and_two_workers_make_the_same_image(
     assert split.to_png() == (tmp_path / "out" / "split.png").read_bytes()
 
 
+def test_cancel_stops_a_request_on_every_worker_and_the_group_stays_in_step(
+    pair: DiffGenerator,
+) -> None:
+    before = pair.generate(prompt=PROMPT, sampling_params=REQUEST)
+    outcome: list[object] = []
+
+    def slow() -> None:
+        try:  # minutes of work if it ran to the end
+            outcome.append(
+                pair.generate(
+                    prompt="slow", height=256, width=256, num_inference_steps=1000,
+                    request_id="slow-1",
+                )
+            )  # fmt: skip
+        except RequestCancelledError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    pair.cancel("slow-1")  # before the request is sent or while it runs: both stop it
+    thread.join(120)
+    [stopped] = outcome
+    assert isinstance(stopped, RequestCancelledError)
+    assert stopped.request_id == "slow-1"
+    # Both ranks stopped at the same step: the next request runs on a group still in step and
+    # gives the same image as before.
+    after = pair.generate(prompt=PROMPT, sampling_params=REQUEST)
+    assert isinstance(before, DiffusionImage)
+    assert isinstance(after, DiffusionImage)
+    assert after.rgb == before.rgb
+
+
 def test_seeds_and_prompts_select_the_images(pair: DiffGenerator) -> None:
     first = pair.generate(prompt=PROMPT, sampling_params=REQUEST)
     other_seed = pair.generate(prompt=PROMPT, sampling_params=REQUEST, seed=12)
@@ -115,6 +149,21 @@ def test_seeds_and_prompts_select_the_images(pair: DiffGenerator) -> None:
     several = pair.generate(prompt=PROMPT, sampling_params=REQUEST, num_images=2)
     assert isinstance(several, list)
     assert len(several) == 2
+
+
+def test_each_denoising_step_is_reported_to_the_caller_as_rank_0_computes(
+    pair: DiffGenerator,
+) -> None:
+    steps: list[tuple[int, int]] = []
+    image = pair.generate(PROMPT, REQUEST, on_step=lambda step, total: steps.append((step, total)))
+    assert steps == [(1, 3), (2, 3), (3, 3)]
+    steps.clear()
+    again = pair.generate(PROMPT, REQUEST)  # nobody listening: the steps are not kept for later
+    pair.generate(PROMPT, REQUEST, num_inference_steps=2, on_step=lambda *step: steps.append(step))
+    assert steps == [(1, 2), (2, 2)]
+    assert isinstance(image, DiffusionImage)
+    assert isinstance(again, DiffusionImage)
+    assert image.rgb == again.rgb  # listening changes nothing about the image
 
 
 def test_the_server_seed_is_the_default(pair: DiffGenerator) -> None:

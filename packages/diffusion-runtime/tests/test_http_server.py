@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 from model_support import parse_png
 
 from cardcage.diffusion.runtime.entrypoints.openai_api import (
-    REQUEST_FIELDS,
     ApiError,
+    ImageGenerationRequest,
     parse_image_request,
     parse_size,
 )
@@ -368,12 +368,17 @@ def test_generation_returns_decodable_png_images_of_the_requested_size(server: S
     assert max_difference(alone.pixels, images[0].pixels) <= 1
 
 
-def test_generation_is_logged_when_received_and_when_done(server: Server) -> None:
+def test_one_request_id_is_logged_by_the_http_child_the_launcher_and_the_worker(
+    server: Server,
+) -> None:
     reply = server.generate({"prompt": "a red square", "size": "32x32", "num_inference_steps": 1})
     assert reply.status == 200, reply.body
+    request_id = reply.headers["x-request-id"]
     log = server.stderr()
-    request_id = re.findall(r"Request #(\d+) received: n=1 size=32x32", log)[-1]
-    assert re.search(rf"Request #{request_id} done in \d+\.\d+ s: 1 image", log)
+    assert re.search(rf"http\] INFO \S+: Request {request_id} received: n=1 size=32x32", log)
+    assert re.search(rf"rank 0\] INFO \S+: Request {request_id}: 1 image\(s\) 32x32 in", log)
+    assert re.search(rf"launcher\] INFO \S+: Request {request_id}: 1 image\(s\) generated", log)
+    assert re.search(rf"http\] INFO \S+: Request {request_id} done in \d+\.\d+ s: 1 image", log)
 
 
 BAD_BODIES: list[tuple[str, bytes, int, str | None, str]] = [
@@ -397,8 +402,26 @@ BAD_BODIES: list[tuple[str, bytes, int, str | None, str]] = [
     ("size beyond the model's limit",
      b'{"prompt": "a", "size": "4096x8", "num_inference_steps": 1}', 400, "size",
      "invalid_value"),
-    ("url response format", b'{"prompt": "a", "response_format": "url"}', 400,
-     "response_format", "unsupported_value"),
+    ("transparent background", b'{"prompt": "a", "background": "transparent"}', 400,
+     "background", "unsupported_value"),
+    ("streaming", b'{"prompt": "a", "stream": true}', 400, "stream", "unsupported_value"),
+    ("partial images", b'{"prompt": "a", "partial_images": 2}', 400, "partial_images",
+     "unsupported_value"),
+    ("unknown quality", b'{"prompt": "a", "quality": "ultra"}', 400, "quality", "invalid_value"),
+    ("compression above 100", b'{"prompt": "a", "output_compression": 101}', 400,
+     "output_compression", "invalid_value"),
+    ("gif output", b'{"prompt": "a", "output_format": "gif"}', 400, "output_format",
+     "invalid_value"),
+    ("lone surrogate in the prompt", b'{"prompt": "a \\ud800 cat"}', 400, "prompt",
+     "invalid_value"),
+    ("deeply nested JSON", b'{"prompt": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", 400, None,
+     "invalid_json"),
+    ("4,300-digit integer", b'{"prompt": "a", "seed": ' + b"9" * 4301 + b"}", 400, None,
+     "invalid_json"),
+    ("more steps than the server allows", b'{"prompt": "a", "num_inference_steps": 101}', 400,
+     "num_inference_steps", "invalid_value"),
+    ("more pixels than the server allows", b'{"prompt": "a", "size": "1032x1024"}', 400, "size",
+     "invalid_value"),
     ("other response format", b'{"prompt": "a", "response_format": "jpeg"}', 400,
      "response_format", "invalid_value"),
     ("negative seed", b'{"prompt": "a", "seed": -1}', 400, "seed", "invalid_value"),
@@ -429,10 +452,87 @@ def test_bad_generation_requests_get_openai_shaped_4xx_errors(
         assert param in error["message"]
 
 
-def test_url_response_format_is_refused_with_the_reason(server: Server) -> None:
-    error = error_of(server.generate({"prompt": "a", "response_format": "url"}))
-    assert "b64_json" in error["message"]
-    assert "no image store" in error["message"]
+def test_url_response_format_links_to_the_image_on_this_server(server: Server) -> None:
+    reply = server.generate({"prompt": "a", "size": "32x32", "num_inference_steps": 1,
+                             "response_format": "url", "seed": 5})  # fmt: skip
+    assert reply.status == 200, reply.body
+    [item] = reply.json()["data"]
+    assert "b64_json" not in item
+    prefix = f"{server.url}/v1/images/"
+    assert item["url"].startswith(prefix)
+    image = server.request("GET", item["url"][len(server.url) :])
+    assert image.status == 200
+    assert image.headers["content-type"] == "image/png"
+    inline = server.generate({"prompt": "a", "size": "32x32", "num_inference_steps": 1, "seed": 5})
+    assert image.body == base64.b64decode(inline.json()["data"][0]["b64_json"])
+    missing = server.request("GET", "/v1/images/img_unknown")
+    assert missing.status == 404
+    assert error_of(missing)["code"] == "image_not_found"
+
+
+@pytest.mark.parametrize(("fmt", "magic"), [("jpeg", b"\xff\xd8\xff"), ("webp", b"RIFF")])
+def test_every_openai_field_is_accepted_and_output_format_is_honoured(
+    server: Server, fmt: str, magic: bytes
+) -> None:
+    body = {
+        "prompt": "a boat", "model": MODEL, "n": 1, "size": "auto", "quality": "hd",
+        "style": "natural", "background": "opaque", "moderation": "low", "output_format": fmt,
+        "output_compression": 80, "response_format": "b64_json", "stream": False,
+        "partial_images": 0, "user": "tester", "num_inference_steps": 1,
+    }  # fmt: skip
+    reply = server.generate(body)
+    assert reply.status == 200, reply.body
+    answer = reply.json()
+    assert (answer["output_format"], answer["size"]) == (fmt, "64x64")  # "auto": the native size
+    assert base64.b64decode(answer["data"][0]["b64_json"]).startswith(magic)
+
+
+def test_too_much_work_is_413_and_never_reaches_a_worker(server: Server) -> None:
+    body = {"prompt": "a", "size": "512x512", "num_inference_steps": 60}  # > 512*512*50
+    reply = server.generate(body)
+    assert reply.status == 413
+    error = error_of(reply)
+    assert error["code"] == "request_too_large"
+    assert "--max-pixel-steps" in error["message"]
+    request_id = reply.headers["x-request-id"]
+    assert not re.search(rf"rank \d+\] .*Request {request_id}", server.stderr())
+
+
+def test_openapi_document_and_docs_page_are_served(server: Server) -> None:
+    spec = server.request("GET", "/openapi.json")
+    assert spec.status == 200
+    paths = spec.json()["paths"]
+    assert "/v1/images/generations" in paths
+    schema = paths["/v1/images/generations"]["post"]["requestBody"]["content"]
+    assert "output_format" in schema["application/json"]["schema"]["properties"]
+    assert server.request("GET", "/docs").status == 200
+
+
+def test_a_get_with_a_body_does_not_desynchronise_the_connection(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        fake = b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+        sock.sendall(
+            b"GET /v1/models HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+            b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" % (len(fake), fake)
+        )
+        received = b""
+        while received.count(b"HTTP/1.1 ") < 2:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+    # Two answers, both for /v1/models: the body was read as a body, not as a request.
+    assert received.count(b"HTTP/1.1 200 OK") == 2
+    assert b"404" not in received
+
+
+def test_conflicting_content_lengths_are_refused_with_400(server: Server) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+            b"Content-Length: 40\r\n\r\n{}"
+        )
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 400 ")
 
 
 def test_wrong_method_on_a_known_path_is_405_with_allow(server: Server) -> None:
@@ -577,7 +677,7 @@ def test_requests_beyond_the_queue_bound_get_503_busy_and_stop_still_cleans_up(
         answers: list[object] = []
 
         def slow() -> None:
-            body = {"prompt": "a long one", "n": 4, "size": "128x128", "num_inference_steps": 200}
+            body = {"prompt": "a long one", "n": 4, "size": "128x128", "num_inference_steps": 100}
             try:
                 answers.append(running.generate(body).status)
             except (OSError, http.client.HTTPException) as exc:  # the server stopped under it
@@ -621,7 +721,11 @@ def test_size_parses_width_then_height(width: int, height: int) -> None:
     assert parse_size(f"{width}x{height}") == (width, height)
 
 
-@given(st.text(max_size=12).filter(lambda s: re.fullmatch(r"\s*\d{1,5}x\d{1,5}\s*", s) is None))
+@given(
+    st.text(max_size=12).filter(
+        lambda s: s != "auto" and re.fullmatch(r"\s*\d{1,5}x\d{1,5}\s*", s) is None
+    )
+)
 def test_size_that_is_not_width_x_height_is_refused(value: str) -> None:
     with pytest.raises(ApiError) as caught:
         parse_size(value)
@@ -630,7 +734,9 @@ def test_size_that_is_not_width_x_height_is_refused(value: str) -> None:
 
 @given(
     st.dictionaries(
-        st.text(min_size=1, max_size=10).filter(lambda k: k not in REQUEST_FIELDS),
+        st.text(min_size=1, max_size=10).filter(
+            lambda k: k not in ImageGenerationRequest.model_fields
+        ),
         st.none() | st.integers() | st.text(max_size=5),
         min_size=1,
         max_size=3,
@@ -712,3 +818,28 @@ def test_the_http_child_reports_a_port_it_cannot_bind_to_the_launcher(
     [report] = reports
     assert report["op"] == "failed"
     assert report["message"].startswith(f"Cannot listen on 127.0.0.1:{port}: ")
+
+
+# -- the store behind response_format "url" (in process) -------------------------------------------
+
+
+def test_the_image_store_keeps_images_within_its_byte_budget_dropping_the_oldest() -> None:
+    from cardcage.diffusion.runtime.entrypoints.http_server import ImageStore
+
+    store = ImageStore(ttl=600, max_bytes=10)
+    first = store.put(b"aaaa", "image/png")
+    second = store.put(b"bbbb", "image/png")
+    assert store.get(first) == ("image/png", b"aaaa")
+    third = store.put(b"cccc", "image/webp")  # 12 bytes would exceed 10: the oldest goes
+    assert store.get(first) is None
+    assert store.get(second) == ("image/png", b"bbbb")
+    assert store.get(third) == ("image/webp", b"cccc")
+    assert len({first, second, third}) == 3
+    assert all(key.startswith("img_") for key in (first, second, third))
+
+
+def test_the_image_store_forgets_an_image_once_its_time_is_up() -> None:
+    from cardcage.diffusion.runtime.entrypoints.http_server import ImageStore
+
+    store = ImageStore(ttl=0, max_bytes=1 << 20)  # expired as soon as it is stored
+    assert store.get(store.put(b"data", "image/png")) is None

@@ -16,14 +16,15 @@ from cardcage.diffusion.runtime.platforms.accelerators import (
 )
 from cardcage.diffusion.runtime.platforms.cpu import CpuPlatform
 from cardcage.diffusion.runtime.platforms.cuda import CudaPlatform, RocmPlatform
-from cardcage.diffusion.runtime.platforms.handoff import diffusion_platform_choice
 from cardcage.diffusion.runtime.platforms.interface import (
     AttentionBackendEnum,
     Platform,
     PlatformEnum,
     UnspecifiedPlatform,
 )
+from cardcage.diffusion.runtime.platforms.registration import DIFFUSION_RUNTIME
 from cardcage.diffusion.runtime.platforms.testing import set_current_platform
+from cardcage.hooks.loader import runtime_platform_choice
 from cardcage.hooks.testing import on_sys_path
 from cardcage.platforms.errors import PlatformActivationError
 
@@ -132,7 +133,7 @@ def test_handoff_reports_the_selected_distribution(
     platform_dist(site, "vendor-a", "vendor_a", "di_handoff")
     monkeypatch.setenv("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", "vendor_a")
     with on_sys_path(site):
-        choice = diffusion_platform_choice()
+        choice = runtime_platform_choice(DIFFUSION_RUNTIME)
     assert choice.entry_point == "vendor_a"
     assert choice.dist_name == "vendor-a"
     assert "SGLANG_DIFFUSION_PLATFORM_OVERRIDE" in choice.reason
@@ -140,7 +141,7 @@ def test_handoff_reports_the_selected_distribution(
 
 def test_handoff_with_a_harness_platform() -> None:
     set_current_platform(CpuPlatform())
-    choice = diffusion_platform_choice()
+    choice = runtime_platform_choice(DIFFUSION_RUNTIME)
     assert choice.entry_point is None
     assert choice.dist_name is None
 

@@ -7,6 +7,7 @@ so the test knows the state from an event, never from a sleep.
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from bootstrap_support import BlockingListener, pid_alive, write_vendor
-from generation_support import MODEL
+from generation_support import MODEL, write_probe
 
 from cardcage.diffusion.errors import (
     LauncherClosedError,
@@ -56,11 +57,11 @@ def listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[BlockingListener]:
     blocking.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+@pytest.fixture
+def probe_site(site: Path) -> Iterator[Path]:
+    write_probe(site)
+    with on_sys_path(site):  # spawned workers start with the launcher's sys.path
+        yield site
 
 
 def _pids(group: WorkerGroup) -> list[int]:
@@ -113,7 +114,7 @@ def test_a_failing_init_backend_fails_the_launch_with_that_error(
 ) -> None:
     monkeypatch.setenv("H5_FAIL_RANK", "1")
     with pytest.raises(WorkerFailedError) as info:
-        launch_workers(ServerArgs(model_path=MODEL, num_gpus=2, master_port=_free_port()))
+        launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
     error = info.value
     assert error.rank == 1
     assert error.phase == "platform backend initialization"
@@ -137,7 +138,7 @@ def test_a_worker_that_exits_before_ready_fails_the_launch(
 def test_killing_a_worker_mid_request_fails_the_request_and_leaves_nothing(
     vendor_site: Path, listener: BlockingListener
 ) -> None:
-    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2, master_port=_free_port()))
+    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
     pids = _pids(group)
 
     def kill_when_in_flight() -> None:
@@ -159,7 +160,7 @@ def test_killing_a_worker_mid_request_fails_the_request_and_leaves_nothing(
 def test_shutdown_terminates_a_worker_that_does_not_answer(
     vendor_site: Path, listener: BlockingListener
 ) -> None:
-    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2, master_port=_free_port()))
+    group = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
     pids = _pids(group)
     outcome: list[BaseException] = []
 
@@ -177,6 +178,77 @@ def test_shutdown_terminates_a_worker_that_does_not_answer(
     assert not any(pid_alive(pid) for pid in pids)
     (error,) = outcome
     assert isinstance(error, WorkerDiedError | LauncherClosedError)
+
+
+def test_no_other_process_can_take_the_rendezvous_port_before_rank_0_serves_it(
+    probe_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window of the old race: the launcher has chosen master_port, rank 0 has not started
+    # the rendezvous store yet. A hook holds rank 0 there while this process tries the port.
+    monkeypatch.setenv("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", "cpu")
+    holder = BlockingListener()
+    monkeypatch.setenv("H7_HOLD_RENDEZVOUS", str(holder.port))
+    outcome: list[WorkerGroup | BaseException] = []
+
+    def launch() -> None:
+        try:
+            outcome.append(launch_workers(ServerArgs(model_path=MODEL, num_gpus=2)))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    launcher = threading.Thread(target=launch)
+    launcher.start()
+    refusals: dict[str, int | None] = {}
+    try:
+        port = holder.accept()  # rank 0's master_port, sent from inside the window
+        for host in ("127.0.0.1", "0.0.0.0"):
+            with socket.socket() as intruder:
+                try:
+                    intruder.bind((host, port))
+                    refusals[host] = None
+                except OSError as exc:
+                    refusals[host] = exc.errno
+    finally:
+        holder.close()  # lets rank 0 go on
+        launcher.join(120)
+    (group,) = outcome
+    assert isinstance(group, WorkerGroup), group
+    with group:
+        assert refusals == {"127.0.0.1": errno.EADDRINUSE, "0.0.0.0": errno.EADDRINUSE}
+        assert group.server_args.master_port == port
+        assert [answer["rank"] for answer in group.ping()] == [0, 1]
+
+
+def test_two_worker_groups_launched_at_the_same_moment_both_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", "cpu")
+    start = threading.Barrier(2)
+    outcome: dict[int, WorkerGroup | BaseException] = {}
+
+    def launch(index: int) -> None:
+        start.wait()
+        try:
+            outcome[index] = launch_workers(ServerArgs(model_path=MODEL, num_gpus=2))
+        except BaseException as exc:
+            outcome[index] = exc
+
+    launchers = [threading.Thread(target=launch, args=(index,)) for index in (0, 1)]
+    for thread in launchers:
+        thread.start()
+    for thread in launchers:
+        thread.join(240)
+    groups = [outcome[0], outcome[1]]
+    try:
+        assert all(isinstance(group, WorkerGroup) for group in groups), groups
+        first, second = (group for group in groups if isinstance(group, WorkerGroup))
+        assert first.server_args.master_port != second.server_args.master_port
+        for group in (first, second):
+            assert [answer["rank"] for answer in group.ping()] == [0, 1]
+    finally:
+        for group in groups:
+            if isinstance(group, WorkerGroup):
+                group.shutdown()
 
 
 LAUNCHER_SCRIPT = """

@@ -320,7 +320,10 @@ def test_models_and_pipelines_packages_import_no_torch() -> None:
         "import sys\n"
         "import cardcage.diffusion.runtime.models, cardcage.diffusion.runtime.pipelines\n"
         "import cardcage.diffusion.runtime.models.config\n"
-        "import cardcage.diffusion.runtime.pipelines.png\n"
+        "import cardcage.diffusion.runtime.managers.images\n"
+        # The HTTP child's modules: it never touches the device, so it never needs torch.
+        "import cardcage.diffusion.runtime.entrypoints.http_server\n"
+        "import cardcage.diffusion.runtime.entrypoints.serve\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
         "print('ok')\n"
     )

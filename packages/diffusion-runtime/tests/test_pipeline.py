@@ -1,8 +1,9 @@
-"""The built-in text-to-image pipeline: determinism, guidance, save/load and the PNG writer."""
+"""The built-in text-to-image pipeline: determinism, guidance, save/load and image files."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,8 @@ from hypothesis import strategies as st
 from model_support import parse_png
 
 from cardcage.diffusion.errors import InvalidPipelineConfigError, InvalidSamplingParamsError
+from cardcage.diffusion.runtime.managers.images import encode_rgb
 from cardcage.diffusion.runtime.pipelines.errors import GenerationParamsError
-from cardcage.diffusion.runtime.pipelines.png import encode_png_rgb
 from cardcage.diffusion.runtime.pipelines.sampler import FlowMatchEulerSampler
 from cardcage.diffusion.runtime.pipelines.tiny import GeneratedImage, TinyDiffusionPipeline
 from cardcage.diffusion.runtime.platforms.cpu import CpuPlatform
@@ -246,7 +247,7 @@ def test_save_png_writes_a_valid_png_of_the_image(
 
 def test_png_encoder_orders_rows_top_to_bottom() -> None:
     pixels = bytes([255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 9, 9])  # 2x2: red green / blue grey
-    parsed = parse_png(encode_png_rgb(pixels, 2, 2))
+    parsed = parse_png(encode_rgb(pixels, 2, 2))
     assert parsed.pixels == pixels
     assert zlib.crc32(b"IEND") & 0xFFFFFFFF == 0xAE426082  # the constant every PNG ends with
 
@@ -260,12 +261,28 @@ def test_png_encoder_orders_rows_top_to_bottom() -> None:
 )
 def test_png_encoder_round_trips_any_rgb_image(size: tuple[tuple[int, int], bytes]) -> None:
     (width, height), pixels = size
-    parsed = parse_png(encode_png_rgb(pixels, width, height))
+    parsed = parse_png(encode_rgb(pixels, width, height))
     assert (parsed.width, parsed.height) == (width, height)
     assert parsed.pixels == pixels
 
 
-@pytest.mark.parametrize(("size", "width", "height"), [(11, 2, 2), (12, 0, 2), (0, 0, 0)])
-def test_png_encoder_rejects_mismatched_sizes(size: int, width: int, height: int) -> None:
+@pytest.mark.parametrize(("fmt", "magic"), [("jpeg", b"\xff\xd8\xff"), ("webp", b"RIFF")])
+def test_lossy_formats_are_written_at_the_image_size(fmt: str, magic: bytes) -> None:
+    from PIL import Image
+
+    pixels = bytes(range(256)) * 3  # 16x16
+    data = encode_rgb(pixels, 16, 16, fmt=fmt, quality=90)
+    assert data.startswith(magic)
+    with Image.open(io.BytesIO(data)) as decoded:
+        assert (decoded.format, decoded.size, decoded.mode) == (fmt.upper(), (16, 16), "RGB")
+
+
+@pytest.mark.parametrize(
+    ("size", "width", "height", "fmt"),
+    [(11, 2, 2, "png"), (12, 0, 2, "png"), (0, 0, 0, "png"), (12, 2, 2, "gif")],
+)
+def test_image_encoder_rejects_mismatched_sizes_and_unknown_formats(
+    size: int, width: int, height: int, fmt: str
+) -> None:
     with pytest.raises(ValueError):
-        encode_png_rgb(bytes(size), width, height)
+        encode_rgb(bytes(size), width, height, fmt=fmt)

@@ -216,7 +216,9 @@ if __name__ == "__main__":
     from cardcage.diffusion import SamplingParams
 
     params = SamplingParams(num_inference_steps=2, seed=3)
-    with DiffGenerator.from_pretrained(model_path="cardcage/tiny-dit", num_gpus=2) as generator:
+    with DiffGenerator.from_pretrained(
+        model_path="cardcage/tiny-dit", num_gpus=2, log_level="debug"  # per-step lines: DEBUG
+    ) as generator:
         print("pings", len(generator.workers.ping()))
         image = generator.generate(prompt="a red kite", sampling_params=params)
         print("saved", image.save("kite.png"))

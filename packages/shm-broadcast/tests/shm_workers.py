@@ -106,6 +106,15 @@ def writer_then_hang(n: int, chunk: int, chunks: int, conn: Connection) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def segments_then_die(n: int, conn: Connection) -> None:
+    """Create ``n`` rings that no reader ever attaches, send their names, then die by SIGKILL."""
+    from cardcage.shm import ShmRingBuffer
+
+    rings = [ShmRingBuffer(1, 512, 2) for _ in range(n)]
+    conn.send([r.name for r in rings])
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class CopyInterruptedError(Exception):
     """Raised inside the writer's copy into the ring, like a KeyboardInterrupt would be."""
 

@@ -13,7 +13,7 @@ from shm_workers import Blob
 
 from cardcage.shm import MessageQueue, QueueTimeoutError, ShmBroadcastError, _sys
 from cardcage.shm._payload import Serialized, serialize
-from cardcage.shm.ring import RingReader
+from cardcage.shm._reader import RingReader
 
 
 def _canonical(obj: Any) -> Any:

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from cardcage.shm import MessageQueue, ShmBroadcastError
-from cardcage.shm.ring import _S_DSLOT, RingReader
+from cardcage.shm._layout import S_DSLOT
+from cardcage.shm._reader import RingReader
 
 CHUNK = 300 << 10  # fragments from 256 KiB are streamed, from 64 KiB the writer rescans
 SLOTS = 4
@@ -19,7 +20,7 @@ def _data_slot(reader: MessageQueue) -> int:
     end = reader._reader
     assert isinstance(end, RingReader)
     k = end.seq + 1
-    return int(end.u[end.desc_words[(k - 1) % end.n_slots] + _S_DSLOT])
+    return int(end.u[end.desc_words[(k - 1) % end.n_slots] + S_DSLOT])
 
 
 def test_a_drained_ring_puts_the_next_message_back_in_slot_zero() -> None:
@@ -108,7 +109,7 @@ def test_a_descriptor_naming_a_data_slot_outside_the_ring_is_a_typed_error() -> 
             writer.enqueue(b"payload", timeout=5)
             end = reader._reader
             assert isinstance(end, RingReader)
-            end.u[end.desc_words[0] + _S_DSLOT] = 99  # what a stray write could leave
+            end.u[end.desc_words[0] + S_DSLOT] = 99  # what a stray write could leave
             with pytest.raises(ShmBroadcastError, match=r"data slot 99 of 2.*recreate the queue"):
                 reader.dequeue(timeout=5)
         finally:

@@ -1,4 +1,4 @@
-"""A general plugin for the toy runtime, registered under ``sglang.srt.plugins`` as ``hello``.
+"""A general plugin for the toy runtime, registered under ``toy_runtime.plugins`` as ``hello``.
 
 It changes behaviour without touching the runtime's code:
 * AROUND ``Scheduler.get_next_batch_to_run``: serve the shortest prompts first;
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cardcage.hooks import HookRegistry, HookType
+from toy_runtime.hooks import HookRegistry, HookType
 
 SCHEDULER = "toy_runtime.scheduler:Scheduler"
 

@@ -1,8 +1,10 @@
 """``toy-runtime``: start the toy runtime the way a real one starts, and show what cardcage did.
 
 A real runtime calls ``load_plugins()`` first thing at every process entry point, before it
-builds anything a plugin may hook. This one does the same, then prints what cardcage discovered,
-registered and applied, and serves a few requests so the hooks' effects are visible.
+builds anything a plugin may hook. This one does the same, under its own profile (its own
+entry-point groups and variables, ``toy_runtime.runtime``) and into its own hook registry, then
+prints what cardcage discovered, registered and applied, and serves a few requests so the hooks'
+effects are visible.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from __future__ import annotations
 import logging
 import sys
 
-from cardcage.hooks import HookRegistry, format_source, load_plugins
+from cardcage.hooks import format_source, load_plugins
 from cardcage.hooks.snapshot import entry_point_snapshot
+from toy_runtime.hooks import HookRegistry
+from toy_runtime.runtime import TOY_PROFILE
 
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    report = load_plugins()
+    report = load_plugins(TOY_PROFILE, HookRegistry)
 
     print("== discovered entry points")
     snapshot = entry_point_snapshot()

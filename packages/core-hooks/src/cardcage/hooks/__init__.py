@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         PhaseFailedError,
         PluginError,
         PluginLoadError,
+        RuntimeRegistrationError,
         SGLangPluginLoadError,
         TargetsSGLangError,
     )
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         plugin_hook,
         plugin_source,
     )
+    from .runtimes import RUNTIMES_GROUP, Runtime, get_runtime, registered_runtimes
     from .snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot, refresh
 
 __version__ = "0.1.0"
@@ -80,6 +82,7 @@ _EXPORTS = {
     "PhaseFailedError": "errors",
     "PluginError": "errors",
     "PluginLoadError": "errors",
+    "RuntimeRegistrationError": "errors",
     "Host": "host",
     "plugin_host": "host",
     "SGLangPluginLoadError": "errors",
@@ -96,6 +99,10 @@ _EXPORTS = {
     "Once": "once",
     "SRT_PROFILE": "profile",
     "RuntimeProfile": "profile",
+    "RUNTIMES_GROUP": "runtimes",
+    "Runtime": "runtimes",
+    "get_runtime": "runtimes",
+    "registered_runtimes": "runtimes",
     "EntryPointSnapshot": "snapshot",
     "PluginEntryPoint": "snapshot",
     "entry_point_snapshot": "snapshot",
@@ -130,19 +137,24 @@ __all__ = [
     "PluginError",
     "PluginLoadError",
     "PluginLoadReport",
+    "RUNTIMES_GROUP",
+    "Runtime",
     "RuntimeProfile",
+    "RuntimeRegistrationError",
     "SGLangPluginLoadError",
     "SRT_PROFILE",
     "TargetsSGLangError",
     "entry_point_snapshot",
     "execute_plugin_callbacks",
     "format_source",
+    "get_runtime",
     "load_plugins",
     "load_plugins_by_group",
     "plugin_host",
     "plugin_hook",
     "plugin_source",
     "refresh",
+    "registered_runtimes",
     "reset_plugin_state",
 ]
 

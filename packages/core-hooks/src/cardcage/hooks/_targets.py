@@ -4,18 +4,35 @@ Targets are written ``pkg.mod.Cls.method`` or ``pkg.mod:Cls.method``. The colon 
 the module ends; the dotted form is resolved like ``pkgutil.resolve_name``: import the longest
 prefix that is a module, then walk attributes. In deferred mode nothing is imported: resolution
 stops at the first module that is not in ``sys.modules`` yet and reports it, so the caller can wait
-for that import.
+for that import. Once the owner is found, ``find_attribute`` says what the target names (a
+function, a method's descriptor, a property, a class) and what a hook would wrap.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import types
+from typing import Any
 
-from .errors import InvalidTargetError
+from .errors import HookTargetError, InvalidTargetError
 
-__all__ = ["Located", "NotYetImported", "TargetPath", "locate", "parse_target"]
+__all__ = [
+    "MISSING",
+    "Found",
+    "Located",
+    "NotYetImported",
+    "TargetPath",
+    "find_attribute",
+    "is_home",
+    "locate",
+    "parse_target",
+    "redescribe",
+]
+
+#: "No such attribute": the value of an attribute a class only inherits.
+MISSING: Any = object()
 
 
 class TargetPath:
@@ -137,3 +154,79 @@ def _module(name: str, import_missing: bool) -> types.ModuleType | NotYetImporte
     if not import_missing:
         return NotYetImported(name)
     return importlib.import_module(name)
+
+
+class Found:
+    """What a target names: the raw attribute, its kind, and the object hooks wrap.
+
+    ``kind`` is ``"function"`` (any other callable too), ``"classmethod"``, ``"staticmethod"``,
+    ``"property"`` or ``"class"``; ``original`` is the callable under the descriptor (its
+    ``__func__`` or getter), or ``raw`` itself.
+    """
+
+    __slots__ = ("kind", "original", "raw")
+
+    def __init__(self, raw: Any, kind: str, original: Any) -> None:
+        self.raw = raw
+        self.kind = kind
+        self.original = original
+
+
+def find_attribute(owner: Any, attr: str, target: str) -> Found:
+    """Find the raw attribute (walking the MRO for classes) and say what kind it is.
+
+    Raises ``AttributeError`` when it does not exist and ``HookTargetError`` when it is
+    something hooks cannot wrap in place.
+    """
+    raw: Any = MISSING
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if attr in klass.__dict__:
+                raw = klass.__dict__[attr]
+                break
+    if raw is MISSING:
+        raw = getattr(owner, attr)
+    if isinstance(raw, classmethod):
+        return Found(raw, "classmethod", raw.__func__)
+    if isinstance(raw, staticmethod):
+        return Found(raw, "staticmethod", raw.__func__)
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise HookTargetError(
+                f"Target {target!r} is a property without a getter; nothing to hook.",
+                target=target,
+            )
+        return Found(raw, "property", raw.fget)
+    if isinstance(raw, (functools.cached_property, functools.partialmethod)):
+        raise HookTargetError(
+            f"Target {target!r} is a {type(raw).__name__}, which cardcage cannot wrap in place. "
+            "Hook the function it calls, or REPLACE the class that defines it.",
+            target=target,
+        )
+    if isinstance(raw, type):
+        return Found(raw, "class", raw)
+    if not callable(raw):
+        raise HookTargetError(
+            f"Target {target!r} is a {type(raw).__name__}, not a function, method or class; "
+            "hooks can only wrap callables.",
+            target=target,
+        )
+    return Found(raw, "function", raw)
+
+
+def is_home(owner: Any, attr: str, original: Any) -> bool:
+    """The owner holds the original itself: not inherited, not a module's re-export."""
+    if isinstance(owner, type):
+        return attr in owner.__dict__
+    return getattr(original, "__module__", None) == getattr(owner, "__name__", None)
+
+
+def redescribe(kind: str, plain: Any, raw: Any) -> Any:
+    """Put the patched callable back in the descriptor type the target had."""
+    if kind == "classmethod":
+        return classmethod(plain)
+    if kind == "staticmethod":
+        return staticmethod(plain)
+    if kind == "property":
+        return property(plain, raw.fset, raw.fdel, raw.__doc__)
+    return plain

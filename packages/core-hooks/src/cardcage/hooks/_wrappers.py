@@ -1,30 +1,46 @@
-"""The call wrappers: one small closure per hook, nothing else on the call path.
+"""The call wrappers: the cheapest layer that keeps every guarantee, chosen per target and hook.
 
-Each wrapper is built once, at apply time, for one (hook type, sync/async) pair, so the per-call
-work is exactly what the hook type needs: no dispatch on the type, no logging, no lookups. The
-only extra work compared with a bare wrapper is the shape check of a BEFORE hook's return value,
-which runs only when the hook asked to change the arguments.
+Each hook adds one layer, built once at apply time, so a call does no dispatch on the hook type,
+no logging and no lookups. Which layer depends on where it is installed and what it wraps:
+
+- **AROUND and REPLACE, not installed as a method** (a module-level function, or the function
+  inside a classmethod, staticmethod or property, whose descriptor does the binding): a
+  ``functools.partial`` of the hook over the next layer (AROUND) or of the hook alone (REPLACE).
+  The call stays in C: no Python frame, no argument packing of our own.
+- **BEFORE and AFTER, and every type on a method** (a plain function stored on a class, which
+  must bind ``self`` like the method it replaces, so it has to be a function): a function
+  specialised to the target's positional arity (``_fastcall``). Its common call passes the
+  arguments on without packing them.
+- **async targets**, and targets whose arity is unknown (not a Python function) or large: a
+  generic ``*args, **kwargs`` closure. Async wrappers must be coroutine functions, and a partial
+  or a generated function cannot be marked as one on every Python we support.
+
+Every layer looks like what it wraps: ``functools.update_wrapper`` copies the name, qualname,
+module, docstring and annotations and merges ``__dict__``, ``__wrapped__`` points one layer
+down, and a layer pickles by reference (by ``__module__`` and ``__qualname__``), like the
+function it replaces. The only extra work compared with a bare wrapper is the shape check of a
+BEFORE hook's return value, which runs only when the hook asked to change the arguments.
+
+Imports nothing from ``registry`` (which imports this module): only ``_model`` and ``errors``.
 """
 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from ._fastcall import MAX_ARITY, fixed_arity_wrapper
+from ._model import describe
 from .errors import HookResultError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
 
-    from .registry import HookSource, HookType
+    from ._model import HookSource
 
-__all__ = ["build_wrapper"]
-
-
-def _describe(hook: object) -> str:
-    return getattr(hook, "__qualname__", None) or repr(hook)
+__all__ = ["build_wrapper", "positional_arity"]
 
 
 def _before_shape(
@@ -37,7 +53,7 @@ def _before_shape(
             return tuple(args), dict(kwargs)
     origin = f" (plugin {source.plugin_name!r}, distribution {source.dist_name})" if source else ""
     raise HookResultError(
-        f"BEFORE hook {_describe(hook)}{origin} on {target!r} returned {type(result).__name__} "
+        f"BEFORE hook {describe(hook)}{origin} on {target!r} returned {type(result).__name__} "
         f"{result!r:.80}; a BEFORE hook must return None (keep the arguments) or a pair "
         "(args_tuple, kwargs_dict).",
         target=target,
@@ -133,18 +149,73 @@ def _async_wrapper(
     return replace
 
 
+def positional_arity(original: object) -> int | None:
+    """How many positional parameters ``original`` takes, if it is a Python function.
+
+    That is the number of positional arguments its usual call passes (``self`` or ``cls``
+    included for methods), which the specialised wrappers take as parameters. None when it is
+    not a Python function (a builtin, a callable object, a bound method) or takes more than
+    ``MAX_ARITY``: those get the generic wrapper.
+    """
+    if not isinstance(original, types.FunctionType):
+        return None
+    arity = original.__code__.co_argcount
+    return arity if arity <= MAX_ARITY else None
+
+
+def _by_reference(layer: functools.partial[Any], protocol: int) -> str | tuple[Any, ...]:
+    """``__reduce_ex__`` of a partial layer: pickle it by name, as a function is pickled.
+
+    A layer over a callable without a ``__qualname__`` has no name to be found by; it falls
+    back to the partial's own reduction (by value).
+    """
+    name: str | None = getattr(layer, "__qualname__", None)
+    if name is None:
+        return functools.partial.__reduce__(layer)
+    return name
+
+
+def _look_like(layer: Callable[..., Any], inner: Callable[..., Any]) -> None:
+    """Give ``layer`` the metadata of ``inner`` and a ``__wrapped__`` pointing to it."""
+    functools.update_wrapper(layer, inner)
+    layer.__wrapped__ = inner  # type: ignore[attr-defined]
+    if isinstance(layer, functools.partial):
+        # pickle and copy look ``__reduce_ex__`` up on the instance first: without this a
+        # partial would pickle by value and fail on ``inner`` (its name now finds the layer).
+        layer.__reduce_ex__ = functools.partial(_by_reference, layer)  # type: ignore[method-assign]
+    else:
+        # merged from a partial layer below by update_wrapper; functions pickle by name anyway
+        layer.__dict__.pop("__reduce_ex__", None)
+
+
 def build_wrapper(
     inner: Callable[..., Any],
     hook: Callable[..., Any],
-    hook_type: HookType,
+    kind: str,
     target: str,
     *,
     is_async: bool,
+    as_method: bool,
+    arity: int | None,
     source: HookSource | None = None,
 ) -> Callable[..., Any]:
-    """Wrap ``inner`` with one hook; the result looks like ``inner`` and has ``__wrapped__``."""
-    factory = _async_wrapper if is_async else _sync_wrapper
-    wrapper = factory(inner, hook, hook_type.value, target, source)
-    functools.update_wrapper(wrapper, inner)
-    wrapper.__wrapped__ = inner  # type: ignore[attr-defined]
-    return wrapper
+    """Wrap ``inner`` with one hook of type ``kind`` (a ``HookType`` value, e.g. ``"around"``).
+
+    ``as_method``: the layer is installed as a plain method (it must bind ``self`` itself).
+    ``arity``: ``positional_arity()`` of the original at the bottom of the chain. The result
+    looks like ``inner`` and has ``__wrapped__``.
+    """
+    layer: Callable[..., Any]
+    if is_async:
+        layer = _async_wrapper(inner, hook, kind, target, source)
+    elif kind == "around" and not as_method:
+        layer = functools.partial(hook, inner)
+    elif kind == "replace" and not as_method:
+        layer = functools.partial(hook)
+    elif arity is not None:
+        normalize = functools.partial(_before_shape, hook, target, source=source)
+        layer = fixed_arity_wrapper(kind, arity, inner, hook, normalize)
+    else:
+        layer = _sync_wrapper(inner, hook, kind, target, source)
+    _look_like(layer, inner)
+    return layer

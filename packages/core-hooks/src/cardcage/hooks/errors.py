@@ -28,6 +28,7 @@ __all__ = [
     "PhaseFailedError",
     "PluginError",
     "PluginLoadError",
+    "RuntimeRegistrationError",
     "SGLANG_PORTING_GUIDE",
     "SGLangPluginLoadError",
     "TargetsSGLangError",
@@ -128,6 +129,15 @@ class PluginLoadError(PluginError, RuntimeError):
     ) -> None:
         self.targets = tuple(targets)
         super().__init__(message, group=group, plugin=plugin, distribution=distribution)
+
+
+class RuntimeRegistrationError(PluginError, TypeError):
+    """An entry point of the ``cardcage.runtimes`` group does not give a usable runtime.
+
+    Raised for a registration that fails to import, names something that is not a
+    ``cardcage.hooks.runtimes.Runtime``, or whose entry-point name differs from the runtime's
+    profile name. The message names the entry point and distribution and what to change.
+    """
 
 
 def missing_sglang_module(exc: BaseException) -> str | None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from types import FrameType
 
-    from .registry import HookSource
+    from ._model import HookSource
 
 __all__ = ["SGLANG_HOOK_REGISTRY_MODULE", "Host", "plugin_host", "sglang_plugin_source"]
 

@@ -16,14 +16,14 @@ process down. A plugin written for SGLang's own runtime, whose import (or ``regi
 because ``sglang`` is not installed, is named as such, with both ways out (run SGLang's runtime,
 or port the plugin): a warning without a traceback, or ``SGLangPluginLoadError`` when fatal.
 
-The selected platform comes from the profile's ``selection_provider`` when one is installed (the
-platform package resolves it, automatic mode included), else from the selector variable, resolved
-from metadata only. Nothing here imports a platform package at module scope.
+The selected platform comes from the runtime registered for the profile (``cardcage.runtimes``:
+its ``current_platform`` resolves it, automatic mode included) when there is one, else from the
+selector variable, resolved from metadata only. Nothing here imports a platform package at module
+scope.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -42,7 +42,7 @@ from .errors import (
     targets_sglang_problem,
 )
 from .once import COMPLETE, Once
-from .profile import SRT_PROFILE, RuntimeProfile
+from .profile import SGLANG_PROFILES, SRT_PROFILE, RuntimeProfile
 from .registry import (
     ApplyReport,
     BaseHookRegistry,
@@ -52,6 +52,7 @@ from .registry import (
     format_source,
     plugin_source,
 )
+from .runtimes import Runtime, registered_runtimes, runtime_for
 from .snapshot import (
     EntryPointSnapshot,
     PluginEntryPoint,
@@ -78,6 +79,7 @@ __all__ = [
     "register_plugins",
     "reset_plugin_state",
     "resolve_platform_choice",
+    "runtime_platform_choice",
 ]
 
 logger = get_logger(__name__)
@@ -242,29 +244,37 @@ def _dist_key(ep: PluginEntryPoint) -> str | None:
     return ep.dist.normalized_name if ep.dist is not None else None
 
 
+def runtime_platform_choice(runtime: Runtime) -> PlatformChoice:
+    """Resolve ``runtime``'s ``current_platform`` (if not yet) and describe it for the loader.
+
+    Reads the runtime's selection record through its accessor module; a platform installed by a
+    test harness without a record is described as such.
+    """
+    accessor = runtime.accessor_module()
+    accessor.get_current_platform()
+    record = accessor.get_selection_record()
+    if record is None:  # installed by testing.set_current_platform without a record
+        return PlatformChoice(None, None, reason="the platform set by the test harness")
+    reason = (
+        f"{record.selector_env}={record.selector}"
+        if record.mode == "explicit"
+        else "automatic platform selection"
+    )
+    return PlatformChoice(record.plugin_name, record.dist_name, reason=reason)
+
+
 def resolve_platform_choice(
     profile: RuntimeProfile = SRT_PROFILE, snapshot: EntryPointSnapshot | None = None
 ) -> PlatformChoice | None:
     """The selected platform, or None when it cannot be known without activating platforms.
 
-    A platform package that resolved the selection (automatic mode included) provides it through
-    ``profile.selection_provider``; otherwise the selector variable is matched against the
-    platform group's metadata, without importing any plugin.
+    When a runtime is registered for ``profile`` (``cardcage.hooks.runtimes``), its own
+    ``current_platform`` decides, automatic mode included; otherwise the selector variable is
+    matched against the platform group's metadata, without importing any plugin.
     """
-    if profile.selection_provider:
-        module_name, _, attr = profile.selection_provider.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            # Only the provider module (or a package above it) missing means "not installed";
-            # a missing dependency of an installed provider is an error, even if its name
-            # happens to prefix the provider's (``torch`` vs ``torch_vendor.selection``).
-            if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
-                raise
-            logger.debug("Selection provider %s is not installed", profile.selection_provider)
-        else:
-            provider: Callable[[], PlatformChoice | None] = getattr(module, attr)
-            return provider()
+    runtime = runtime_for(profile, snapshot)
+    if runtime is not None:
+        return runtime_platform_choice(runtime)
     selector = parse_str(profile.selector_env, os.environ.get(profile.selector_env, ""))
     if not selector:
         return None
@@ -570,27 +580,32 @@ def allowlist_scope(
 ) -> tuple[list[str], set[str]]:
     """The entry-point groups ``profile``'s allowlist variable filters, and the names in them.
 
-    ``SGLANG_PLUGINS`` filters both runtimes' plugins, so the groups are those of ``profile``
-    and of every built-in profile that reads the same variable: a name that belongs to the
-    other runtime is not a typo. The loader's warning and ``cardcage doctor`` both use this.
+    One variable can filter several runtimes (``SGLANG_PLUGINS`` filters SRT and diffusion
+    plugins alike), so the groups are those of ``profile``, of SGLang's own runtime profiles and
+    of every registered runtime (``cardcage.hooks.runtimes``) that read the same variable: a name
+    that belongs to another of them is not a typo. The loader's warning and ``cardcage doctor``
+    both use this.
     """
-    from . import profile as profiles
-
+    candidates = (*SGLANG_PROFILES, *(r.profile for r in registered_runtimes(snapshot)))
     sharing = [profile]
-    for value in vars(profiles).values():
-        if (
-            isinstance(value, RuntimeProfile)
-            and value.allowlist_env == profile.allowlist_env
-            and value not in sharing
-        ):
-            sharing.append(value)
+    for other in candidates:
+        if other.allowlist_env == profile.allowlist_env and other not in sharing:
+            sharing.append(other)
     groups = [group for p in sharing for group in (p.plugin_group, p.platform_group)]
-    return groups, {ep.name for group in groups for ep in snapshot.group(group)}
+    return list(dict.fromkeys(groups)), {
+        ep.name for group in groups for ep in snapshot.group(group)
+    }
 
 
 def _warn_unmatched_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> None:
     allowed = read_allowlist(profile)
     if not allowed:
+        return
+    # The profile's own groups first: the usual case (every name is there) imports no runtime.
+    own = {
+        ep.name for g in (profile.plugin_group, profile.platform_group) for ep in snapshot.group(g)
+    }
+    if allowed <= own:
         return
     groups, known = allowlist_scope(profile, snapshot)
     unmatched = sorted(allowed - known)

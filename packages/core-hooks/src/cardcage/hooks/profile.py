@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from ._records import FrozenRecord
 
-__all__ = ["DIFFUSION_PROFILE", "SRT_PROFILE", "RuntimeProfile"]
+__all__ = ["DIFFUSION_PROFILE", "SGLANG_PROFILES", "SRT_PROFILE", "RuntimeProfile"]
 
 
 class RuntimeProfile(FrozenRecord):
     """Where a runtime looks for platform and general plugins, and which variables steer it.
 
-    ``selection_provider`` is an optional ``"module:function"`` path, resolved lazily, to a
-    zero-argument function returning the ``cardcage.hooks.loader.PlatformChoice`` the runtime
-    selected. It lets a platform package hand its selection (automatic mode included) to the
-    general-plugin loader without this package ever importing it at module scope; when the
-    module is not installed, the loader falls back to the selector variable.
+    A profile is names only. Everything else about a runtime (its selection policy, its
+    ``current_platform``, its hook registry and variables) is in its ``Runtime`` record, which the
+    runtime package registers in the ``cardcage.runtimes`` entry-point group
+    (``cardcage.hooks.runtimes``).
 
     Immutable and hashable (the loader keys its per-profile state on it).
     """
@@ -30,7 +29,6 @@ class RuntimeProfile(FrozenRecord):
         "plugin_group",
         "selector_env",
         "allowlist_env",
-        "selection_provider",
     )
     __slots__ = _fields
 
@@ -39,7 +37,6 @@ class RuntimeProfile(FrozenRecord):
     plugin_group: str
     selector_env: str
     allowlist_env: str
-    selection_provider: str | None
 
     def __init__(
         self,
@@ -48,7 +45,6 @@ class RuntimeProfile(FrozenRecord):
         plugin_group: str,
         selector_env: str,
         allowlist_env: str,
-        selection_provider: str | None = None,
     ) -> None:
         init = object.__setattr__
         init(self, "name", name)
@@ -56,7 +52,6 @@ class RuntimeProfile(FrozenRecord):
         init(self, "plugin_group", plugin_group)
         init(self, "selector_env", selector_env)
         init(self, "allowlist_env", allowlist_env)
-        init(self, "selection_provider", selection_provider)
 
 
 SRT_PROFILE = RuntimeProfile(
@@ -65,8 +60,6 @@ SRT_PROFILE = RuntimeProfile(
     plugin_group="sglang.srt.plugins",
     selector_env="SGLANG_PLATFORM",
     allowlist_env="SGLANG_PLUGINS",
-    # Provided by cardcage-core-platforms when it is installed.
-    selection_provider="cardcage.platforms.handoff:srt_platform_choice",
 )
 
 DIFFUSION_PROFILE = RuntimeProfile(
@@ -75,6 +68,9 @@ DIFFUSION_PROFILE = RuntimeProfile(
     plugin_group="sglang.multimodal_gen.plugins",
     selector_env="SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
     allowlist_env="SGLANG_PLUGINS",
-    # Provided by cardcage-diffusion-runtime when it is installed.
-    selection_provider="cardcage.diffusion.runtime.platforms.handoff:diffusion_platform_choice",
 )
+
+#: The profiles of SGLang's own two runtimes: the wire contract, whichever cardcage runtimes are
+#: installed. Their groups are worth listing (and their allowlist names are not typos) even when
+#: no installed runtime reads them, because SGLang itself may be the host.
+SGLANG_PROFILES = (SRT_PROFILE, DIFFUSION_PROFILE)

@@ -18,20 +18,22 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import enum
-import functools
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from . import _patch
 from ._deferred import watcher
 from ._log import get_logger
-from ._propagate import Rebind, Replacement, propagate
-from ._targets import NotYetImported, parse_target
+from ._model import HookRecord, HookSource, HookType, format_source
+from ._model import describe as _describe
+from ._model import sources as _sources
+from ._patch import Applied as _Applied
+from ._propagate import Replacement, propagate
+from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
-from ._wrappers import build_wrapper
-from .errors import HookApplyError, HookRegistrationError, HookTargetError
+from .errors import HookApplyError, HookRegistrationError
 from .host import _current_plugin_source, sglang_plugin_source
 
 if TYPE_CHECKING:
@@ -55,30 +57,6 @@ logger = get_logger(__name__)
 _F = TypeVar("_F", bound="Callable[..., Any]")
 
 
-class HookType(enum.Enum):
-    """How a hook combines with the original callable."""
-
-    BEFORE = "before"  # fn(*args, **kwargs) -> (args, kwargs) | None
-    AFTER = "after"  # fn(result, *args, **kwargs) -> new_result | None
-    AROUND = "around"  # fn(original_fn, *args, **kwargs) -> result
-    REPLACE = "replace"  # fn(*args, **kwargs) -> result, or a class
-
-
-class HookSource(NamedTuple):
-    """Which plugin registered a hook: its entry-point name and distribution."""
-
-    plugin_name: str
-    dist_name: str | None = None
-
-
-class HookRecord(NamedTuple):
-    """One registration: ``(hook_type, hook, source)``, in registration order."""
-
-    hook_type: HookType
-    hook: Callable[..., Any]
-    source: HookSource | None
-
-
 def current_plugin_source() -> HookSource | None:
     """The plugin whose import or ``register()`` is running now, if any."""
     return _current_plugin_source.get()
@@ -92,26 +70,6 @@ def plugin_source(source: HookSource | None) -> Iterator[None]:
         yield
     finally:
         _current_plugin_source.reset(token)
-
-
-def format_source(source: HookSource | None) -> str:
-    """``unknown``, ``plugin=<p>`` or ``plugin=<p>, dist=<d>``, as in every log line."""
-    if source is None:
-        return "unknown"
-    if source.dist_name:
-        return f"plugin={source.plugin_name}, dist={source.dist_name}"
-    return f"plugin={source.plugin_name}"
-
-
-def _describe(hook: object) -> str:
-    return getattr(hook, "__qualname__", None) or repr(hook)
-
-
-def _origin(source: HookSource | None) -> dict[str, str | None]:
-    """The plugin/distribution fields of a HookError for a hook's source."""
-    if source is None:
-        return {"plugin": None, "distribution": None}
-    return {"plugin": source.plugin_name, "distribution": source.dist_name}
 
 
 def _plugin_packages(records: Sequence[HookRecord], target: str) -> frozenset[str]:
@@ -129,10 +87,6 @@ def _plugin_packages(records: Sequence[HookRecord], target: str) -> frozenset[st
         if top and top not in {target_top, "__main__"}:
             packages.add(top)
     return frozenset(packages)
-
-
-def _sources(records: Sequence[HookRecord]) -> str:
-    return ", ".join(sorted({format_source(r.source) for r in records}))
 
 
 class ApplyReport:
@@ -189,75 +143,6 @@ def _apply_error(
     )
 
 
-_MISSING: Any = object()
-
-
-class _Applied:
-    """Bookkeeping for one patched target, enough to undo it exactly."""
-
-    __slots__ = (
-        "attr",
-        "home",
-        "installed",
-        "original",
-        "owner",
-        "plain",
-        "previous",
-        "rebinds",
-        "records",
-    )
-
-    def __init__(
-        self,
-        owner: Any,
-        attr: str,
-        previous: Any,
-        original: Any,
-        plain: Any,
-        installed: Any,
-        records: tuple[HookRecord, ...],
-        home: bool = True,
-    ) -> None:
-        self.owner = owner
-        self.attr = attr
-        self.previous = previous  # raw value in owner.__dict__, or _MISSING if inherited
-        self.original = original  # the callable or class that was wrapped
-        self.plain = plain  # the patched callable, before re-wrapping in a descriptor
-        self.installed = installed  # what setattr put on the owner
-        self.records = records
-        self.home = home  # the owner holds the original itself (not inherited, not re-exported)
-        self.rebinds: list[Rebind] = []
-
-    def undo(self, target: str) -> None:
-        for rebind in reversed(self.rebinds):
-            rebind.undo()
-        current = self.owner.__dict__.get(self.attr, _MISSING)
-        if current is not self.installed:
-            logger.warning(
-                "Not restoring %s: it changed after cardcage patched it; keeping the newer value",
-                target,
-            )
-            return
-        if self.previous is _MISSING:
-            delattr(self.owner, self.attr)
-        else:
-            setattr(self.owner, self.attr, self.previous)
-
-    def redo(self, target: str) -> bool:
-        """Install this patch again after ``undo()``; False if the attribute changed since."""
-        current = self.owner.__dict__.get(self.attr, _MISSING)
-        if current is not self.previous:
-            logger.warning(
-                "Not re-installing the patch of %s: it changed after cardcage restored it",
-                target,
-            )
-            return False
-        setattr(self.owner, self.attr, self.installed)
-        for rebind in self.rebinds:
-            rebind.redo()
-        return True
-
-
 class _GiveWay:
     """A target must be applied before ``targets``, which reached the same original first.
 
@@ -271,60 +156,6 @@ class _GiveWay:
     def __init__(self, key: int, targets: tuple[str, ...]) -> None:
         self.key = key
         self.targets = targets
-
-
-def _is_home(owner: Any, attr: str, original: Any) -> bool:
-    if isinstance(owner, type):
-        return attr in owner.__dict__
-    return getattr(original, "__module__", None) == getattr(owner, "__name__", None)
-
-
-def _lookup(owner: Any, attr: str, target: str) -> tuple[Any, str, Any]:
-    """Find the raw attribute (walking the MRO for classes) and say what kind it is."""
-    raw: Any = _MISSING
-    if isinstance(owner, type):
-        for klass in owner.__mro__:
-            if attr in klass.__dict__:
-                raw = klass.__dict__[attr]
-                break
-    if raw is _MISSING:
-        raw = getattr(owner, attr)
-    if isinstance(raw, classmethod):
-        return raw, "classmethod", raw.__func__
-    if isinstance(raw, staticmethod):
-        return raw, "staticmethod", raw.__func__
-    if isinstance(raw, property):
-        if raw.fget is None:
-            raise HookTargetError(
-                f"Target {target!r} is a property without a getter; nothing to hook.",
-                target=target,
-            )
-        return raw, "property", raw.fget
-    if isinstance(raw, (functools.cached_property, functools.partialmethod)):
-        raise HookTargetError(
-            f"Target {target!r} is a {type(raw).__name__}, which cardcage cannot wrap in place. "
-            "Hook the function it calls, or REPLACE the class that defines it.",
-            target=target,
-        )
-    if isinstance(raw, type):
-        return raw, "class", raw
-    if not callable(raw):
-        raise HookTargetError(
-            f"Target {target!r} is a {type(raw).__name__}, not a function, method or class; "
-            "hooks can only wrap callables.",
-            target=target,
-        )
-    return raw, "function", raw
-
-
-def _redescribe(kind: str, plain: Any, raw: Any) -> Any:
-    if kind == "classmethod":
-        return classmethod(plain)
-    if kind == "staticmethod":
-        return staticmethod(plain)
-    if kind == "property":
-        return property(plain, raw.fset, raw.fdel, raw.__doc__)
-    return plain
 
 
 class BaseHookRegistry:
@@ -653,137 +484,41 @@ class BaseHookRegistry:
         batch: Mapping[int, Replacement],
         claims: Mapping[int, Sequence[str]],
     ) -> _Applied | NotYetImported | _GiveWay:
+        """Patch one target: find it, then validate, warn, chain and install (``_patch``).
+
+        Returns ``NotYetImported`` when deferred mode must wait for a module, and ``_GiveWay``
+        when the target holds an original that aliases patched first in this batch.
+        """
         path = parse_target(target)
         located = _locate(path, import_missing=not deferred)
         if isinstance(located, NotYetImported):
             return located
-        owner = located.owner
-        attr = path.attr
-        raw, kind, original = _lookup(owner, attr, target)
-        home = _is_home(owner, attr, original)
-        claimed = claims.get(id(original), ())
-        if kind != "class" and home and claimed and not any(cls._patched[t].home for t in claimed):
-            return _GiveWay(id(original), tuple(claimed))
-        types_present = {r.hook_type for r in records}
-        has_replace = HookType.REPLACE in types_present
-
+        owner, attr = located.owner, path.attr
+        found = find_attribute(owner, attr, target)
+        home = is_home(owner, attr, found.original)
+        claimed = claims.get(id(found.original), ())
         if (
-            isinstance(owner, type)
-            and has_replace
-            and path.owner_text in cls._patched
-            and attr in owner.__dict__
+            found.kind != "class"
+            and home
+            and claimed
+            and not any(cls._patched[t].home for t in claimed)
         ):
-            logger.warning(
-                "Method REPLACE on '%s' will override the class REPLACE's own implementation of "
-                "'%s'. If this is unintended, remove the method REPLACE and modify the replacement "
-                "class directly, or use AROUND to wrap it. (from: %s)",
-                target,
-                attr,
-                _sources(records),
-            )
-        if kind == "class":
-            bad = [r for r in records if r.hook_type is not HookType.REPLACE]
-            if bad:
-                raise HookTargetError(
-                    f"Target '{target}' is a class. Only HookType.REPLACE is allowed for class "
-                    f"targets (got {bad[0].hook_type.value} from {format_source(bad[0].source)}). "
-                    f"To hook a method, use '{target}.<method_name>' instead.",
-                    target=target,
-                    hook=bad[0].hook,
-                    **_origin(bad[0].source),
-                )
-            functions = [r for r in records if not isinstance(r.hook, type)]
-            if functions:
-                raise HookTargetError(
-                    f"Target '{target}' is a class, but the REPLACE hook "
-                    f"{_describe(functions[0].hook)} ({format_source(functions[0].source)}) is a "
-                    f"function. Replace a class with a subclass of {original.__qualname__}, so "
-                    "isinstance() keeps working, or hook one of its methods.",
-                    target=target,
-                    hook=functions[0].hook,
-                    **_origin(functions[0].source),
-                )
-        else:
-            classes = [r for r in records if isinstance(r.hook, type)]
-            if classes:
-                raise HookTargetError(
-                    f"Class {classes[0].hook.__name__} ({format_source(classes[0].source)}) "
-                    f"replaces '{target}', which is a {kind}, not a class. Use a function to "
-                    "replace a function.",
-                    target=target,
-                    hook=classes[0].hook,
-                    **_origin(classes[0].source),
-                )
-        arounds = [r for r in records if r.hook_type is HookType.AROUND]
-        if len(arounds) > 1:
-            logger.warning(
-                "Multiple AROUND hooks on '%s' (%d hooks, from: %s). If any AROUND hook skips "
-                "calling original_fn, inner hooks will be bypassed.",
-                target,
-                len(arounds),
-                _sources(arounds),
-            )
-        if has_replace and len(types_present) > 1:
-            others = sorted(t.value for t in types_present if t is not HookType.REPLACE)
-            logger.debug(
-                "Target '%s' has both REPLACE and %s hooks. REPLACE will be applied first, then "
-                "wrapped by other hooks.",
-                target,
-                ", ".join(others),
-            )
-
-        ordered = sorted(records, key=lambda r: r.hook_type is not HookType.REPLACE)
-        if kind == "class":
-            plain: Any = ordered[-1].hook
-            if not issubclass(plain, original):
-                logger.warning(
-                    "Class REPLACE on '%s' installs %s, which is not a subclass of %s: "
-                    "isinstance() checks against the original class will fail for its instances.",
-                    target,
-                    plain.__qualname__,
-                    original.__qualname__,
-                )
-            installed: Any = plain
-        else:
-            # A module-level target that is also the original of another target in this batch
-            # (a re-export) chains on top of that target's patch, as if propagation had already
-            # run. Propagation never rebinds class attributes, so a class owner (a subclass
-            # inheriting the method another target hooks) does not chain: it would run a
-            # sibling's hooks.
-            inner = original
-            earlier = batch.get(id(original))
-            if (
-                earlier is not None
-                and earlier.original is original
-                and not isinstance(owner, type)
-                and getattr(owner, "__name__", None) not in earlier.skip_modules
-            ):
-                inner = earlier.replacement
-            import inspect  # apply-time only; keeps `import cardcage.hooks.registry` light
-
-            is_async = inspect.iscoroutinefunction(original)
-            if not is_async:
-                for r in records:
-                    if inspect.iscoroutinefunction(r.hook):
-                        raise HookTargetError(
-                            f"{r.hook_type.name} hook {_describe(r.hook)} "
-                            f"({format_source(r.source)}) is async, but '{target}' is a plain "
-                            "function: its callers would receive a coroutine. Use a sync hook.",
-                            target=target,
-                            hook=r.hook,
-                            **_origin(r.source),
-                        )
-            plain = inner
-            for r in ordered:
-                plain = build_wrapper(
-                    plain, r.hook, r.hook_type, target, is_async=is_async, source=r.source
-                )
-            installed = _redescribe(kind, plain, raw)
-            if kind != "function":
-                logger.debug("Preserved %s for %s", kind, target)
-        previous = owner.__dict__.get(attr, _MISSING)
-        setattr(owner, attr, installed)
-        return _Applied(owner, attr, previous, original, plain, installed, records, home)
+            return _GiveWay(id(found.original), tuple(claimed))
+        target_is_async = _patch.is_async(found)
+        _patch.validate(target, found, records, target_is_async=target_is_async)
+        overrides = (
+            isinstance(owner, type) and path.owner_text in cls._patched and attr in owner.__dict__
+        )
+        _patch.warn(target, attr, found, records, overrides_class_replace=overrides)
+        plain = _patch.chain(
+            target,
+            found,
+            records,
+            _patch.chain_base(owner, found, batch.get(id(found.original))),
+            as_method=isinstance(owner, type) and found.kind == "function",
+            target_is_async=target_is_async,
+        )
+        return _patch.install(owner, attr, target, found, plain, records, home=home)
 
     @classmethod
     def _watch(cls, target: str, module: str, scope: tuple[str, ...] | None) -> None:

@@ -1,10 +1,14 @@
 """The ``cardcage`` console script: plugins, platform selection, hooks, environment, doctor.
 
     cardcage plugins list [--group G]   every plugin entry point and what the loader would do
-    cardcage platform [--runtime R]     which platform each runtime chose, and why
+    cardcage platform                   which platform each runtime chose, and why
     cardcage hooks                      run load_plugins() and list every hook and its status
     cardcage env                        interpreter, OS, distributions and every cardcage variable
     cardcage doctor [--strict]          problems that break or silently change start-up
+
+Every command takes ``--runtime NAME`` (a runtime registered in the ``cardcage.runtimes``
+entry-point group; default: all of them), so a runtime embedded under its own profile is covered
+like SRT and diffusion.
 
 Each command takes ``--json`` (a stable document, ``"schema": "cardcage.<command>/1"``, described
 by ``cardcage/platforms/schemas/<command>.schema.json``) and ``-v``/``--verbose`` (log cardcage's
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
         HooksReport,
         PlatformReport,
         PluginsReport,
+        RuntimeHooks,
         RuntimePlatform,
     )
 
@@ -211,6 +216,15 @@ def _render_platform(report: PlatformReport, verbose: int) -> str:
 
 def _render_hooks(report: HooksReport, verbose: int) -> str:
     del verbose
+    if len(report.runtimes) == 1:
+        return _render_runtime_hooks(report.runtimes[0])
+    return "\n\n".join(
+        f"== {r.display_name or r.runtime} runtime\n\n{_render_runtime_hooks(r)}"
+        for r in report.runtimes
+    )
+
+
+def _render_runtime_hooks(report: RuntimeHooks) -> str:
     lines = []
     if report.error is not None:
         lines += ["load_plugins() failed:", _error_block(report.error), ""]
@@ -375,32 +389,42 @@ class _Outcome:
         self.code = code
 
 
+def _runtimes(args: argparse.Namespace) -> list[str] | None:
+    """The ``--runtime`` choice: None for every registered runtime."""
+    runtime: str | None = args.runtime
+    return None if runtime in (None, "all") else [runtime]
+
+
+def _collect(collect: Callable[[], Any]) -> Any:
+    """Run a collector; a runtime that is not registered is a usage error (exit 2)."""
+    try:
+        return collect()
+    except LookupError as exc:
+        raise _UsageError(str(exc)) from None
+
+
 def _cmd_plugins(args: argparse.Namespace) -> _Outcome:
-    return _Outcome(diag.collect_plugins(args.group), _render_plugins, 0)
+    report = _collect(lambda: diag.collect_plugins(args.group, _runtimes(args)))
+    return _Outcome(report, _render_plugins, 0)
 
 
 def _cmd_platform(args: argparse.Namespace) -> _Outcome:
-    runtimes = None if args.runtime == "all" else [args.runtime]
-    try:
-        report = diag.collect_platform(runtimes, with_stack=bool(args.verbose))
-    except LookupError as exc:
-        raise _UsageError(str(exc)) from None
+    runtimes = _runtimes(args)
+    report = _collect(lambda: diag.collect_platform(runtimes, with_stack=bool(args.verbose)))
     return _Outcome(report, _render_platform, 0 if report.ok else 1)
 
 
 def _cmd_hooks(args: argparse.Namespace) -> _Outcome:
-    del args
-    report = diag.collect_hooks()
+    report = _collect(lambda: diag.collect_hooks(_runtimes(args)))
     return _Outcome(report, _render_hooks, 0 if report.ok else 1)
 
 
 def _cmd_env(args: argparse.Namespace) -> _Outcome:
-    del args
-    return _Outcome(diag.collect_env(), _render_env, 0)
+    return _Outcome(_collect(lambda: diag.collect_env(_runtimes(args))), _render_env, 0)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> _Outcome:
-    report = diag.run_doctor()
+    report = _collect(lambda: diag.run_doctor(_runtimes(args)))
     return _Outcome(report, _render_doctor, 1 if args.strict and report.problems else 0)
 
 
@@ -425,6 +449,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="log cardcage's records to stderr (-vv: debug) and show more detail",
     )
+    common.add_argument(
+        "--runtime",
+        metavar="NAME",
+        default=None,
+        help=(
+            "only this runtime (a name registered in the cardcage.runtimes entry-point group, "
+            "e.g. srt); default: every registered runtime"
+        ),
+    )
     parser = argparse.ArgumentParser(
         prog="cardcage",
         description="Inspect cardcage plugins, platform selection, hooks and configuration.",
@@ -447,16 +480,12 @@ def build_parser() -> argparse.ArgumentParser:
     platform = commands.add_parser(
         "platform", parents=[common], help="explain which platform each runtime selects and why"
     )
-    platform.add_argument(
-        "--runtime",
-        choices=[*diag.defined_runtimes(), "all"],
-        default="all",
-        help="the runtime whose selection to explain (default: all, every installed runtime)",
-    )
     platform.set_defaults(run=_cmd_platform)
 
     hooks = commands.add_parser(
-        "hooks", parents=[common], help="run load_plugins() and list every hook with its status"
+        "hooks",
+        parents=[common],
+        help="run each runtime's load_plugins() and list every hook with its status",
     )
     hooks.set_defaults(run=_cmd_hooks)
 

@@ -1,8 +1,8 @@
 """A runtime's lazily selected platform: resolved on first access, once, behind a lock.
 
-Both runtimes (SRT in ``cardcage.platforms.current``, diffusion in
-``cardcage.diffusion.runtime.platforms.current``) keep one ``LazyPlatform`` each, built from
-their own selection policy, so the rules are written once:
+Every runtime (SRT in ``cardcage.platforms.current``; each other runtime in the accessor module
+its ``cardcage.runtimes`` registration names) keeps one ``LazyPlatform``, built from its own
+selection policy, so the rules are written once:
 
 * the first access runs the selection engine; every later access returns the same object;
 * another thread that asks while selection runs waits for it;

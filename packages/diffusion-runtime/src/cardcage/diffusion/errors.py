@@ -33,6 +33,7 @@ __all__ = [
     "InvalidServerArgsError",
     "LauncherClosedError",
     "PipelineUnavailableError",
+    "RequestCancelledError",
     "UnknownRequestError",
     "WorkerDiedError",
     "WrongRankError",
@@ -171,6 +172,27 @@ class LauncherClosedError(DiffusionError, RuntimeError):
     """A request was sent to a worker group after it was shut down."""
 
 
+class RequestCancelledError(DiffusionError, RuntimeError):
+    """A generation request was cancelled (``DiffGenerator.cancel``, a client that went away, a
+    deadline) and every worker stopped it at its next denoising step; the workers keep serving.
+
+    ``request_id`` is the id the request was sent with; ``step`` / ``total`` say where it
+    stopped (``step`` is None when it was cancelled before its first step).
+    """
+
+    def __init__(
+        self, request_id: str | None, *, step: int | None = None, total: int | None = None
+    ) -> None:
+        self.request_id = request_id
+        self.step = step
+        self.total = total
+        where = "before its first step" if step is None else f"after step {step}/{total}"
+        super().__init__(
+            f"Request {request_id or '(no id)'} was cancelled {where}; the workers are free "
+            "for the next request."
+        )
+
+
 def describe_exit_code(exitcode: int | None) -> str:
     """``exit code 1``, ``killed by signal SIGKILL`` or ``still running``."""
     if exitcode is None:
@@ -214,8 +236,9 @@ class WorkerFailedError(WorkerError):
         self.traceback = traceback
         super().__init__(
             f"Diffusion worker rank {rank} (pid {pid}) failed during {phase}: "
-            f"{error_type}: {error_message}. Every worker was shut down; fix the cause shown in "
-            "the worker traceback below and launch again.\n--- worker traceback ---\n"
+            f"{error_type}: {error_message.rstrip('.')}. Every worker was shut down; fix the "
+            "cause shown in the worker traceback below and launch again.\n"
+            "--- worker traceback ---\n"
             f"{traceback.rstrip()}",
             rank=rank,
             pid=pid,

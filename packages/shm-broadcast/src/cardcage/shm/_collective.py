@@ -6,7 +6,7 @@ way back. It is a star with the writer at the centre, in two phases:
 
 1. *Gather*: every reader posts its contribution (an empty one for a barrier, the pickle of its
    object for an all-gather) to the writer. A local reader posts into its own up slot in the
-   segment's collective region (see ``ring``'s layout), in pieces of at most ``coll_bytes`` that
+   segment's collective region (see ``_layout``), in pieces of at most ``coll_bytes`` that
    the writer acknowledges one by one; a remote reader sends one upstream message on its
    existing CURVE-authenticated ZeroMQ connection (its socket is an XSUB, which may send to the
    writer's XPUB).
@@ -48,7 +48,44 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from . import _sys
+from ._layout import (
+    ATTACHED,
+    C_ABORT,
+    C_ABORT_CODE,
+    C_ABORT_PID,
+    C_ABORT_RANK,
+    C_ABORT_TAG,
+    C_DINFO,
+    C_DSEQ,
+    C_DTAG,
+    C_DTOTAL,
+    C_UACK,
+    C_WPARKED,
+    C_WTAG,
+    CR_DACK,
+    CR_PARKED,
+    CR_UINFO,
+    CR_USEQ,
+    CR_UTAG,
+    CR_UTOTAL,
+    DETACHED,
+    FLAG_SHIFT,
+    H_CLOSED,
+    LIVENESS_S,
+    NBYTES_MASK,
+    PARK_S,
+    R_PID,
+    R_PIDNS,
+    R_START,
+    R_STATE,
+    WEAK,
+    W,
+    load_acquire,
+)
 from ._log import get_logger
+from ._reader import RingReader
+from ._segment import Endpoint
+from ._writer import RingWriter
 from .errors import (
     CancelledError,
     CollectiveMismatchError,
@@ -57,42 +94,6 @@ from .errors import (
     ReaderDiedError,
     ShmBroadcastError,
     WriterDiedError,
-)
-from .ring import (
-    _ATTACHED,
-    _C_ABORT,
-    _C_ABORT_CODE,
-    _C_ABORT_PID,
-    _C_ABORT_RANK,
-    _C_ABORT_TAG,
-    _C_DINFO,
-    _C_DSEQ,
-    _C_DTAG,
-    _C_DTOTAL,
-    _C_UACK,
-    _C_WPARKED,
-    _C_WTAG,
-    _CR_DACK,
-    _CR_PARKED,
-    _CR_UINFO,
-    _CR_USEQ,
-    _CR_UTAG,
-    _CR_UTOTAL,
-    _DETACHED,
-    _FLAG_SHIFT,
-    _H_CLOSED,
-    _LIVENESS_S,
-    _PARK_S,
-    _R_PID,
-    _R_PIDNS,
-    _R_START,
-    _R_STATE,
-    _W,
-    _WEAK,
-    NBYTES_MASK,
-    RingReader,
-    RingWriter,
-    _Endpoint,
 )
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ OP_BARRIER: Final = 1
 OP_GATHER: Final = 2
 _OP_NAMES: Final = {OP_BARRIER: "barrier", OP_GATHER: "all_gather_object"}
 
-# fragment flags (bits of an info word above _FLAG_SHIFT, as in the ring)
+# fragment flags (bits of an info word above FLAG_SHIFT, as in the ring)
 _FIRST: Final = 1
 _LAST: Final = 2
 
@@ -195,12 +196,12 @@ def unpack_result(data: bytes | memoryview, own_rank: int, own: Any) -> list[Any
 
 class _Pacer:
     """The package's wait for one collective call: poll for ``spin_s``, ``sched_yield`` until
-    ``busy_s``, then park on a futex (bounded by ``_PARK_S``); liveness checks every
-    ``_LIVENESS_S`` and a warning every ``warn_s``."""
+    ``busy_s``, then park on a futex (bounded by ``PARK_S``); liveness checks every
+    ``LIVENESS_S`` and a warning every ``warn_s``."""
 
     def __init__(
         self,
-        ep: _Endpoint,
+        ep: Endpoint,
         parked: int,
         deadline: float | None,
         timeout: float | None,
@@ -220,7 +221,7 @@ class _Pacer:
         if deadline is not None and deadline < self.spin_end:
             self.spin_end = deadline  # timeout=0 stays a poll
         self.busy_end = start + ep.busy_s
-        self.next_check = start + _LIVENESS_S
+        self.next_check = start + LIVENESS_S
         self.next_warn = start + ep.warn_s if ep.warn_s > 0 else float("inf")
 
     def pause(self, word: int, observed: int, done: Callable[[], bool]) -> None:
@@ -241,7 +242,7 @@ class _Pacer:
             return
         if now >= self.next_check:
             self.tick()
-            self.next_check = now + _LIVENESS_S
+            self.next_check = now + LIVENESS_S
         if now >= self.next_warn:
             logger.warning(
                 "%s (pid %d) has waited %.0f s. %s",
@@ -253,11 +254,11 @@ class _Pacer:
             self.next_warn = now + ep.warn_s
         u = ep.u
         u[self.parked] = 1
-        _sys.fence()  # the parked store must not pass the loads below (see ring: parking)
+        _sys.fence()  # the parked store must not pass the loads below (see _layout: parking)
         if u[word] == observed and not done() and not ep.cancelled:
             addr = ep.base + word * 8
             ep.park_addr = addr
-            wait = _PARK_S if deadline is None else min(_PARK_S, deadline - now)
+            wait = PARK_S if deadline is None else min(PARK_S, deadline - now)
             _sys.futex_wait(addr, observed, wait)
             ep.park_addr = 0
         u[self.parked] = 0
@@ -290,12 +291,12 @@ class _Hub:
         lay = w.lay
         self.u = w.u
         self.c = lay.coll
-        self.lines = [lay.coll_readers + r * _W for r in range(w.ring.n_reader)]
+        self.lines = [lay.coll_readers + r * W for r in range(w.ring.n_reader)]
         self.size = lay.coll_bytes
         self.down_off = lay.coll_data
         self.up_offs = [lay.coll_data + (r + 1) * lay.coll_bytes for r in range(w.ring.n_reader)]
-        self.uack = [int(self.u[self.c + _C_UACK + r]) for r in range(w.ring.n_reader)]
-        self.dseq = int(self.u[self.c + _C_DSEQ])
+        self.uack = [int(self.u[self.c + C_UACK + r]) for r in range(w.ring.n_reader)]
+        self.dseq = int(self.u[self.c + C_DSEQ])
 
     def participants(self) -> list[int]:
         return [r for r in range(len(self.lines)) if r not in self.w.excluded]
@@ -304,7 +305,7 @@ class _Hub:
         return self.w.group_ranks[r]
 
     def _pid(self, r: int) -> int:
-        return int(self.u[self.w.reader_lines[r] + _R_PID])
+        return int(self.u[self.w.reader_lines[r] + R_PID])
 
     def check(self, readers: list[int]) -> None:
         """Raise ``_AbortError`` for the first of ``readers`` that closed its end or died."""
@@ -312,17 +313,17 @@ class _Hub:
         w = self.w
         for r in readers:
             line = w.reader_lines[r]
-            state = u[line + _R_STATE]
-            if state == _DETACHED:
+            state = u[line + R_STATE]
+            if state == DETACHED:
                 raise _AbortError(ABORT_CLOSED, self._rank(r), self._pid(r))
-            if state != _ATTACHED or u[line + _R_PIDNS] != w.pidns:
+            if state != ATTACHED or u[line + R_PIDNS] != w.pidns:
                 continue  # another pid namespace: rely on timeouts
-            if not _sys.pid_alive(int(u[line + _R_PID]), int(u[line + _R_START])):
+            if not _sys.pid_alive(int(u[line + R_PID]), int(u[line + R_START])):
                 raise _AbortError(ABORT_DIED, self._rank(r), self._pid(r))
 
     def enter(self, tag: int) -> None:
         """Announce that the writer is in collective ``tag`` (only read for diagnostics)."""
-        self.u[self.c + _C_WTAG] = tag
+        self.u[self.c + C_WTAG] = tag
 
     # -- gather ----------------------------------------------------------------------------------
 
@@ -332,16 +333,14 @@ class _Hub:
         u = self.u
         line = self.lines[r]
         j = self.uack[r] + 1
-        if u[line + _CR_USEQ] < j:
+        if load_acquire(u, line + CR_USEQ) < j:  # the fragment's words and bytes: after it
             return None
-        if _WEAK:
-            _sys.fence()  # the fragment's words and bytes are loaded after its up_seq
-        tag = int(u[line + _CR_UTAG])
-        info = int(u[line + _CR_UINFO])
+        tag = int(u[line + CR_UTAG])
+        info = int(u[line + CR_UINFO])
         if tag != rnd.tag:
             raise _AbortError(ABORT_MISMATCH, self._rank(r), self._pid(r), tag)
         n = info & NBYTES_MASK
-        flags = info >> _FLAG_SHIFT
+        flags = info >> FLAG_SHIFT
         if n > self.size:
             raise ShmBroadcastError(
                 f"{describe(tag)}: reader {self._rank(r)} posted {n} bytes in a "
@@ -358,20 +357,20 @@ class _Hub:
             rnd.pieces[r] += self.w.raw[off : off + n]
             if last:
                 rnd.got[rank] = bytes(rnd.pieces.pop(r))
-        if _WEAK:
+        if WEAK:
             _sys.fence()  # the loads above complete before the slot is handed back
-        addr = self.c + _C_UACK + r
+        addr = self.c + C_UACK + r
         u[addr] = j
         self.uack[r] = j
         _sys.fence()  # the parked load must not pass the ack store
-        if u[line + _CR_PARKED]:
+        if u[line + CR_PARKED]:
             _sys.futex_wake(self.w.base + addr * 8)
         return last
 
     def gather(self, rnd: _Round, pacer_for: Callable[..., _Pacer]) -> None:
         """Collect every local participant's contribution into ``rnd.got``."""
         pending = [r for r in self.participants() if self._rank(r) not in rnd.got]
-        self.check([r for r in pending if self.u[self.w.reader_lines[r] + _R_STATE] != _ATTACHED])
+        self.check([r for r in pending if self.u[self.w.reader_lines[r] + R_STATE] != ATTACHED])
         if not pending:
             return
         u = self.u
@@ -381,7 +380,7 @@ class _Hub:
             named = ", ".join(f"local reader {self._rank(r)} (pid {self._pid(r)})" for r in pending)
             return f"Not arrived yet: {named}.", ranks
 
-        pacer = pacer_for(self.c + _C_WPARKED, lambda: self.check(pending), missing)
+        pacer = pacer_for(self.c + C_WPARKED, lambda: self.check(pending), missing)
         while True:
             for r in list(pending):
                 while (done := self._take(r, rnd)) is not None:
@@ -393,7 +392,7 @@ class _Hub:
             # park on a reader that is half-way through its contribution, if any: it is the
             # one that will post next
             target = next((r for r in pending if r in rnd.pieces), pending[0])
-            word = self.lines[target] + _CR_USEQ
+            word = self.lines[target] + CR_USEQ
             need = self.uack[target] + 1
             pacer.pause(word, int(u[word]), lambda w=word, k=need: u[w] >= k)  # type: ignore[misc]
 
@@ -410,12 +409,12 @@ class _Hub:
         pacer: _Pacer | None = None
         while True:
             j = self.dseq + 1
-            lagging = [r for r in readers if u[self.lines[r] + _CR_DACK] < j - 1]
+            lagging = [r for r in readers if u[self.lines[r] + CR_DACK] < j - 1]
             if lagging:
                 if pacer is None:
 
                     def missing(j: int = j) -> tuple[str, tuple[int, ...]]:
-                        late = [r for r in readers if u[self.lines[r] + _CR_DACK] < j - 1]
+                        late = [r for r in readers if u[self.lines[r] + CR_DACK] < j - 1]
                         named = ", ".join(
                             f"local reader {self._rank(r)} (pid {self._pid(r)})" for r in late
                         )
@@ -424,8 +423,8 @@ class _Hub:
                             tuple(self._rank(r) for r in late),
                         )
 
-                    pacer = pacer_for(c + _C_WPARKED, lambda: self.check(readers), missing)
-                word = self.lines[lagging[0]] + _CR_DACK
+                    pacer = pacer_for(c + C_WPARKED, lambda: self.check(readers), missing)
+                word = self.lines[lagging[0]] + CR_DACK
                 pacer.pause(word, int(u[word]), lambda w=word, k=j - 1: u[w] >= k)  # type: ignore[misc]
                 continue
             pos = rnd.down_pos
@@ -433,16 +432,16 @@ class _Hub:
             off = self.down_off
             self.w.raw[off : off + n] = data[pos : pos + n]
             flags = (_FIRST if pos == 0 else 0) | (_LAST if pos + n >= total else 0)
-            u[c + _C_DTAG] = rnd.tag
-            u[c + _C_DINFO] = n | flags << _FLAG_SHIFT
+            u[c + C_DTAG] = rnd.tag
+            u[c + C_DINFO] = n | flags << FLAG_SHIFT
             if flags & _FIRST:
-                u[c + _C_DTOTAL] = total
-            if _WEAK:
+                u[c + C_DTOTAL] = total
+            if WEAK:
                 _sys.fence()  # bytes and words before the publish
-            u[c + _C_DSEQ] = j
+            u[c + C_DSEQ] = j
             self.dseq = j
             rnd.down_pos = pos + n
-            self._wake(c + _C_DSEQ)
+            self._wake(c + C_DSEQ)
             if flags & _LAST:
                 return
 
@@ -450,7 +449,7 @@ class _Hub:
         _sys.fence()  # the parked loads must not pass the store just made
         u = self.u
         for line in self.lines:
-            if u[line + _CR_PARKED]:
+            if u[line + CR_PARKED]:
                 _sys.futex_wake(self.w.base + word * 8)
                 return
 
@@ -458,43 +457,41 @@ class _Hub:
         """Record why collective ``tag`` is abandoned and wake every local reader."""
         u = self.u
         c = self.c
-        u[c + _C_ABORT_CODE] = fault.code
-        u[c + _C_ABORT_RANK] = fault.rank & 0xFFFFFFFFFFFFFFFF
-        u[c + _C_ABORT_PID] = fault.pid
-        u[c + _C_ABORT_TAG] = fault.got
-        if _WEAK:
+        u[c + C_ABORT_CODE] = fault.code
+        u[c + C_ABORT_RANK] = fault.rank & 0xFFFFFFFFFFFFFFFF
+        u[c + C_ABORT_PID] = fault.pid
+        u[c + C_ABORT_TAG] = fault.got
+        if WEAK:
             _sys.fence()
-        u[c + _C_ABORT] = tag
+        u[c + C_ABORT] = tag
         # Move every counter a reader may wait on, so no wake-up can be lost; readers check the
         # abort word before they act on any of them.
-        if _WEAK:
+        if WEAK:
             _sys.fence()
-        u[c + _C_DSEQ] = self.dseq = self.dseq + 1
+        u[c + C_DSEQ] = self.dseq = self.dseq + 1
         for r in range(len(self.lines)):
-            u[c + _C_UACK + r] = self.uack[r] = self.uack[r] + 1
+            u[c + C_UACK + r] = self.uack[r] = self.uack[r] + 1
         _sys.fence()
         base = self.w.base
-        _sys.futex_wake(base + (c + _C_DSEQ) * 8)
+        _sys.futex_wake(base + (c + C_DSEQ) * 8)
         for r in range(len(self.lines)):
-            _sys.futex_wake(base + (c + _C_UACK + r) * 8)
+            _sys.futex_wake(base + (c + C_UACK + r) * 8)
 
 
 def read_abort(u: memoryview, c: int) -> tuple[int, int, int, int, int] | None:
     """(tag, code, rank, pid, got) if the writer aborted a collective, else None."""
-    tag = int(u[c + _C_ABORT])
+    tag = int(load_acquire(u, c + C_ABORT))  # the abort's other words are stored before it
     if not tag:
         return None
-    if _WEAK:
-        _sys.fence()
-    rank = int(u[c + _C_ABORT_RANK])
+    rank = int(u[c + C_ABORT_RANK])
     if rank >= 1 << 63:
         rank -= 1 << 64
     return (
         tag,
-        int(u[c + _C_ABORT_CODE]),
+        int(u[c + C_ABORT_CODE]),
         rank,
-        int(u[c + _C_ABORT_PID]),
-        int(u[c + _C_ABORT_TAG]),
+        int(u[c + C_ABORT_PID]),
+        int(u[c + C_ABORT_TAG]),
     )
 
 
@@ -507,12 +504,12 @@ class _Spoke:
         self.u = rd.u
         self.c = lay.coll
         self.r = rd.rank
-        self.line = lay.coll_readers + rd.rank * _W
+        self.line = lay.coll_readers + rd.rank * W
         self.size = lay.coll_bytes
         self.down_off = lay.coll_data
         self.up_off = lay.coll_data + (rd.rank + 1) * lay.coll_bytes
-        self.useq = int(self.u[self.line + _CR_USEQ])
-        self.dack = int(self.u[self.line + _CR_DACK])
+        self.useq = int(self.u[self.line + CR_USEQ])
+        self.dack = int(self.u[self.line + CR_DACK])
         self.group_ranks = group_ranks
         self.n_reader = rd.ring.n_reader
 
@@ -520,9 +517,7 @@ class _Spoke:
         """Raise if the writer aborted the collective, or closed the queue before ``u[word]``
         reached ``need``; True if it has reached it."""
         self._check_abort()
-        if self.u[_H_CLOSED]:
-            if _WEAK:
-                _sys.fence()
+        if load_acquire(self.u, H_CLOSED):  # closed is stored after the last publish
             if self.u[word] >= need:  # published, then closed
                 return True
             raise QueueClosedError(
@@ -533,8 +528,7 @@ class _Spoke:
     def _check_writer(self, rnd: _Round, ready: Callable[[], bool]) -> None:
         rd = self.rd
         if rd.check_writer and not _sys.pid_alive(rd.writer_pid, rd.writer_start):
-            if _WEAK:
-                _sys.fence()
+            # reading /proc is a system call: a full barrier, so ready() loads fresh words
             if ready():
                 return
             rd.ring.unlink()  # survivor cleanup, as in RingReader.wait
@@ -545,12 +539,12 @@ class _Spoke:
         u = self.u
         lay = self.rd.lay
         late: list[int] = []
-        if u[self.c + _C_WTAG] != rnd.tag:
+        if u[self.c + C_WTAG] != rnd.tag:
             late.append(WRITER_RANK)
         for q in range(self.n_reader):
-            if q == self.r or u[lay.reader(q) + _R_STATE] != _ATTACHED:
+            if q == self.r or u[lay.reader(q) + R_STATE] != ATTACHED:
                 continue
-            if u[lay.coll_readers + q * _W + _CR_UTAG] != rnd.tag:
+            if u[lay.coll_readers + q * W + CR_UTAG] != rnd.tag:
                 late.append(self.group_ranks[q])
         names = ", ".join("the writer" if q == WRITER_RANK else f"local reader {q}" for q in late)
         if late:
@@ -563,15 +557,14 @@ class _Spoke:
         u = self.u
 
         def ready() -> bool:
-            return bool(u[word] >= need or u[self.c + _C_ABORT] or u[_H_CLOSED])
+            return bool(u[word] >= need or u[self.c + C_ABORT] or u[H_CLOSED])
 
         pacer.tick = lambda: self._check_writer(rnd, ready)
         while not u[word] >= need:
             if self._interrupt(rnd, word, need):
                 break
             pacer.pause(word, int(u[word]), ready)
-        if _WEAK:
-            _sys.fence()  # the abort word is loaded after the counter (stored before it)
+        load_acquire(u, word)  # the abort word and the fragment are loaded after the counter
         self._check_abort()
 
     def _check_abort(self) -> None:
@@ -588,26 +581,26 @@ class _Spoke:
         total = len(data)
         while not rnd.posted:
             j = self.useq + 1
-            ack = self.c + _C_UACK + self.r
+            ack = self.c + C_UACK + self.r
             self._wait(rnd, pacer, ack, j - 1)
             pos = rnd.up_pos
             n = min(self.size, total - pos)
             off = self.up_off
             self.rd.raw[off : off + n] = data[pos : pos + n]
             flags = (_FIRST if pos == 0 else 0) | (_LAST if pos + n >= total else 0)
-            u[line + _CR_UTAG] = rnd.tag
-            u[line + _CR_UINFO] = n | flags << _FLAG_SHIFT
+            u[line + CR_UTAG] = rnd.tag
+            u[line + CR_UINFO] = n | flags << FLAG_SHIFT
             if flags & _FIRST:
-                u[line + _CR_UTOTAL] = total
-            if _WEAK:
+                u[line + CR_UTOTAL] = total
+            if WEAK:
                 _sys.fence()  # bytes and words before the publish
-            u[line + _CR_USEQ] = j
+            u[line + CR_USEQ] = j
             self.useq = j
             rnd.up_pos = pos + n
             rnd.posted = bool(flags & _LAST)
             _sys.fence()  # the parked load must not pass the up_seq store
-            if u[self.c + _C_WPARKED]:
-                _sys.futex_wake(self.rd.base + (line + _CR_USEQ) * 8)
+            if u[self.c + C_WPARKED]:
+                _sys.futex_wake(self.rd.base + (line + CR_USEQ) * 8)
 
     def receive(self, rnd: _Round, pacer: _Pacer) -> bytes:
         """The writer's result for ``rnd``, piece by piece, acknowledging each."""
@@ -617,17 +610,15 @@ class _Spoke:
         raw = self.rd.raw
         while True:
             j = self.dack + 1
-            self._wait(rnd, pacer, c + _C_DSEQ, j)
-            if _WEAK:
-                _sys.fence()  # the fragment's words and bytes are loaded after down_seq
-            tag = int(u[c + _C_DTAG])
-            info = int(u[c + _C_DINFO])
+            self._wait(rnd, pacer, c + C_DSEQ, j)  # ends with load_acquire of down_seq
+            tag = int(u[c + C_DTAG])
+            info = int(u[c + C_DINFO])
             if tag != rnd.tag:
                 raise CollectiveMismatchError(
                     WRITER_RANK, describe(rnd.tag), describe(tag), "(the writer's call)"
                 )
             n = info & NBYTES_MASK
-            flags = info >> _FLAG_SHIFT
+            flags = info >> FLAG_SHIFT
             if n > self.size:
                 raise ShmBroadcastError(
                     f"{describe(tag)}: the writer published {n} bytes in a {self.size}-byte "
@@ -641,13 +632,13 @@ class _Spoke:
                 if flags & _FIRST or rnd.received is None:
                     rnd.received = bytearray()
                 rnd.received += raw[off : off + n]
-            if _WEAK:
+            if WEAK:
                 _sys.fence()  # the loads above complete before the slot is handed back
-            u[line + _CR_DACK] = j
+            u[line + CR_DACK] = j
             self.dack = j
             _sys.fence()
-            if u[c + _C_WPARKED]:
-                _sys.futex_wake(self.rd.base + (line + _CR_DACK) * 8)
+            if u[c + C_WPARKED]:
+                _sys.futex_wake(self.rd.base + (line + CR_DACK) * 8)
             if flags & _LAST:
                 if whole is not None:
                     return whole
@@ -714,7 +705,7 @@ class Collectives:
 
     def _pacer(
         self,
-        ep: _Endpoint,
+        ep: Endpoint,
         rnd: _Round,
         deadline: float | None,
         timeout: float | None,
@@ -783,7 +774,7 @@ class Collectives:
         spoke, sub = self.spoke, self.sub
         if spoke is not None:
             make = self._pacer(spoke.rd, rnd, deadline, timeout, "reader")
-            pacer = make(spoke.line + _CR_PARKED, lambda: None, lambda: spoke._missing(rnd))
+            pacer = make(spoke.line + CR_PARKED, lambda: None, lambda: spoke._missing(rnd))
             spoke.post(rnd, pacer)
             data: bytes | memoryview = spoke.receive(rnd, pacer)
         else:

@@ -12,7 +12,6 @@ the libc handle (valid in the child).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 import threading
@@ -51,12 +50,13 @@ class _Timespec(ctypes.Structure):
 def _load_syscall() -> ctypes._NamedFuncPointer | None:
     if _FUTEX_SYSCALL is None or not os.path.exists("/proc/self"):
         return None
-    name = ctypes.util.find_library("c") or "libc.so.6"
+    # dlopen(NULL): the symbols already loaded into this process, libc's among them. Not
+    # ctypes.util.find_library, which imports subprocess and may run ldconfig (~15 ms).
     try:
-        libc = ctypes.CDLL(name, use_errno=True)  # CDLL releases the GIL around the call
-    except OSError:
+        libc = ctypes.CDLL(None, use_errno=True)  # CDLL releases the GIL around the call
+        fn = libc.syscall
+    except (OSError, AttributeError):
         return None
-    fn = libc.syscall
     fn.restype = ctypes.c_long
     return fn
 

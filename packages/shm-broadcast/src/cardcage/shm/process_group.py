@@ -1,6 +1,9 @@
-"""Collective construction over a ``torch.distributed`` process group (gloo on CPU).
+"""What queue construction needs from a ``torch.distributed`` process group (gloo on CPU): which
+ranks share ``/dev/shm`` with the writer, and a small-object broadcast for the handshake.
 
-torch is imported inside the functions only: ``import cardcage.shm`` never loads it.
+``MessageQueue.create_from_process_group`` (in ``queue``) builds on these; this module knows
+nothing of queues, so the dependency runs one way (``queue`` -> ``process_group``). torch is
+imported inside the functions only: ``import cardcage.shm`` never loads it.
 """
 
 from __future__ import annotations
@@ -9,16 +12,15 @@ import pickle
 import secrets
 from typing import Any
 
-from .errors import AttachError, ShmBroadcastError
-from .queue import MessageQueue
-from .ring import ShmRingBuffer
+from ._segment import ShmRingBuffer
+from .errors import AttachError
 
-__all__ = ["create_from_process_group", "in_the_same_node_as"]
+__all__ = ["broadcast_object", "in_the_same_node_as"]
 
 _PROBE_BYTES = 32
 
 
-def _broadcast_object(obj: Any, src: int, pg: Any) -> Any:
+def broadcast_object(obj: Any, src: int, pg: Any) -> Any:
     """Broadcast a small picklable object from global rank ``src`` (no numpy needed, unlike
     ``torch.distributed.broadcast_object_list``). Peers of a process group trust each other."""
     import torch
@@ -55,10 +57,10 @@ def in_the_same_node_as(pg: Any, source_rank: int = 0) -> list[bool]:
         token = secrets.token_bytes(_PROBE_BYTES)
         with probe.get_data(0) as buf:
             buf[:] = token
-        _broadcast_object((probe.name, token), src, pg)
+        broadcast_object((probe.name, token), src, pg)
         flags[rank] = 1
     else:
-        name, token = _broadcast_object(None, src, pg)
+        name, token = broadcast_object(None, src, pg)
         try:
             peer = ShmRingBuffer(0, _PROBE_BYTES, 1, name=name)
         except (AttachError, OSError):
@@ -73,44 +75,3 @@ def in_the_same_node_as(pg: Any, source_rank: int = 0) -> list[bool]:
         probe.close()
     dist.all_reduce(flags, group=pg)
     return [bool(x) for x in flags.tolist()]
-
-
-def create_from_process_group(
-    pg: Any,
-    max_chunk_bytes: int,
-    max_chunks: int,
-    writer_rank: int = 0,
-    connect_ip: str | None = None,
-) -> MessageQueue:
-    """Every rank of ``pg`` calls this; ``writer_rank`` gets the writer, the others readers.
-
-    Ranks on other nodes become remote readers, which needs ``connect_ip`` on the writer.
-    """
-    import torch.distributed as dist
-
-    group_rank = dist.get_rank(group=pg)
-    world = dist.get_world_size(group=pg)
-    src = dist.get_process_group_ranks(pg)[writer_rank]
-    same_node = in_the_same_node_as(pg, source_rank=writer_rank)
-    local_ranks = [r for r, same in enumerate(same_node) if same and r != writer_rank]
-    if group_rank == writer_rank:
-        try:
-            queue = MessageQueue(
-                n_reader=world - 1,
-                n_local_reader=len(local_ranks),
-                local_reader_ranks=local_ranks,
-                max_chunk_bytes=max_chunk_bytes,
-                max_chunks=max_chunks,
-                connect_ip=connect_ip,
-            )
-        except ShmBroadcastError as exc:
-            _broadcast_object(repr(exc), src, pg)
-            raise
-        _broadcast_object(queue.export_handle(), src, pg)
-    else:
-        handle = _broadcast_object(None, src, pg)
-        if isinstance(handle, str):
-            raise ShmBroadcastError(f"the writer (group rank {writer_rank}) failed: {handle}")
-        queue = MessageQueue.create_from_handle(handle, group_rank)
-    queue.wait_until_ready()
-    return queue

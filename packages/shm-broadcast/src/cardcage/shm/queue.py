@@ -1,4 +1,5 @@
-"""MessageQueue: the seed's broadcast queue API over :mod:`cardcage.shm.ring`.
+"""MessageQueue: the seed's broadcast queue API over the ring (``_layout``, ``_segment``,
+``_writer``, ``_reader``).
 
 One writer, ``n_reader`` readers; every reader receives every message exactly once, in order.
 ``bytes`` travel raw (bytes in, bytes out); anything else is pickled at the highest protocol (5),
@@ -23,8 +24,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._layout import FIRST, LAST, NBYTES_MASK, OOB, PICKLED, USER
 from ._log import get_logger
 from ._payload import Serialized, serialize
+from ._reader import RingReader
+from ._segment import ShmRingBuffer
+from ._writer import RingWriter
 from .errors import (
     AttachError,
     CancelledError,
@@ -32,17 +37,7 @@ from .errors import (
     QueueRoleError,
     QueueTimeoutError,
     RemoteAddressRequiredError,
-)
-from .ring import (
-    FIRST,
-    LAST,
-    NBYTES_MASK,
-    OOB,
-    PICKLED,
-    USER,
-    RingReader,
-    RingWriter,
-    ShmRingBuffer,
+    ShmBroadcastError,
 )
 
 if TYPE_CHECKING:
@@ -468,12 +463,7 @@ class MessageQueue:
         deadline = None if timeout is None else time.monotonic() + timeout
         k = reader.seq + 1
         d = reader.desc_words[(k - 1) % reader.n_slots]
-        u = reader.u
-        if u[d] != k:
-            reader.wait(k, d, deadline, timeout)
-        # Fenced after the sequence load: on aarch64 a plain load here could see a stale length
-        # or stale payload bytes of the slot's previous message.
-        n = reader.published_info(d) & NBYTES_MASK
+        n = reader.published(k, d, deadline, timeout) & NBYTES_MASK
         off = reader.data_off(k, d)
         try:
             with reader.raw[off : off + n].toreadonly() as buf:
@@ -564,7 +554,38 @@ class MessageQueue:
         writer_rank: int = 0,
         connect_ip: str | None = None,
     ) -> MessageQueue:
-        """Build the queue collectively over a ``torch.distributed`` group (gloo/CPU)."""
-        from .process_group import create_from_process_group
+        """Build the queue collectively over a ``torch.distributed`` group (gloo/CPU).
 
-        return create_from_process_group(pg, max_chunk_bytes, max_chunks, writer_rank, connect_ip)
+        Every rank of ``pg`` calls this; ``writer_rank`` gets the writer, the others readers.
+        Ranks on other nodes become remote readers, which needs ``connect_ip`` on the writer.
+        """
+        import torch.distributed as dist
+
+        from .process_group import broadcast_object, in_the_same_node_as
+
+        group_rank = dist.get_rank(group=pg)
+        world = dist.get_world_size(group=pg)
+        src = dist.get_process_group_ranks(pg)[writer_rank]
+        same_node = in_the_same_node_as(pg, source_rank=writer_rank)
+        local_ranks = [r for r, same in enumerate(same_node) if same and r != writer_rank]
+        if group_rank == writer_rank:
+            try:
+                queue = MessageQueue(
+                    n_reader=world - 1,
+                    n_local_reader=len(local_ranks),
+                    local_reader_ranks=local_ranks,
+                    max_chunk_bytes=max_chunk_bytes,
+                    max_chunks=max_chunks,
+                    connect_ip=connect_ip,
+                )
+            except ShmBroadcastError as exc:
+                broadcast_object(repr(exc), src, pg)
+                raise
+            broadcast_object(queue.export_handle(), src, pg)
+        else:
+            handle = broadcast_object(None, src, pg)
+            if isinstance(handle, str):
+                raise ShmBroadcastError(f"the writer (group rank {writer_rank}) failed: {handle}")
+            queue = MessageQueue.create_from_handle(handle, group_rank)
+        queue.wait_until_ready()
+        return queue

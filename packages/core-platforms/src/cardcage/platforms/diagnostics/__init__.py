@@ -9,11 +9,11 @@ What each collector may touch, because a diagnostic must not change what it diag
 
 * ``collect_plugins`` and ``collect_env`` read metadata and the environment only; they never
   import a plugin.
-* ``collect_platform`` resolves each installed runtime's ``current_platform`` exactly as that
-  runtime would (the diffusion runtime's through ``importlib``: this package never imports
-  ``cardcage.diffusion`` statically, the diffusion distribution depends on this one).
-* ``collect_hooks`` runs ``cardcage.hooks.load_plugins()`` (registration and application).
-* ``run_doctor`` calls every platform entry point's ``activate()`` (of every installed runtime)
+* ``collect_platform`` resolves each registered runtime's ``current_platform`` exactly as that
+  runtime would, through the accessor its ``cardcage.hooks.runtimes.Runtime`` record names (by
+  ``importlib``: this package names no other runtime's modules).
+* ``collect_hooks`` runs each runtime's ``load_plugins()`` (registration and application).
+* ``run_doctor`` calls every platform entry point's ``activate()`` (of every registered runtime)
   as cardcage's selection would (``platform_host()`` is cardcage), imports every general plugin,
   and calls the ``register()`` of those that startup would run, in this process, catching
   whatever they raise; the hooks they register are counted and discarded, never applied.
@@ -30,13 +30,14 @@ from cardcage.platforms.findings import DistRef, Finding
 from ._common import (
     COMMANDS,
     ErrorInfo,
-    defined_runtimes,
+    known_profiles,
     load_schema,
+    runtime_names,
     runtime_profiles,
 )
 from .doctor import DoctorReport, run_doctor
 from .env import EnvReport, collect_env
-from .hooks import HookRow, HooksReport, collect_hooks
+from .hooks import HookRow, HooksReport, RuntimeHooks, collect_hooks
 from .platform import PlatformReport, RuntimePlatform, collect_platform, platform_runtimes
 from .plugins import PluginRow, PluginsReport, collect_plugins
 
@@ -52,14 +53,16 @@ __all__ = [
     "PlatformReport",
     "PluginRow",
     "PluginsReport",
+    "RuntimeHooks",
     "RuntimePlatform",
     "collect_env",
     "collect_hooks",
     "collect_platform",
     "collect_plugins",
-    "defined_runtimes",
+    "known_profiles",
     "load_schema",
     "platform_runtimes",
     "run_doctor",
+    "runtime_names",
     "runtime_profiles",
 ]

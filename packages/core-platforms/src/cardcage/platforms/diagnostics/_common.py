@@ -14,26 +14,19 @@ from cardcage.hooks._records import Record
 from cardcage.platforms import findings as _findings
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cardcage.hooks.profile import RuntimeProfile
-    from cardcage.hooks.registry import BaseHookRegistry
+    from cardcage.hooks.runtimes import Runtime
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
-    from cardcage.platforms.selection import SelectionPolicy
 
 
 #: The commands with a JSON document, each described by ``schemas/<command>.schema.json``.
 COMMANDS = ("plugins", "platform", "hooks", "env", "doctor")
 
-#: Entry-point groups under this prefix are listed even when no installed runtime reads them
-#: (the diffusion runtime's groups, before ``cardcage-diffusion-runtime`` is installed).
-WATCHED_PREFIX = "sglang."
-
-#: Modules that may hold an ``EnvRegistry`` named ``ENV_VARS``; absent ones are skipped.
-ENV_MODULES = (
-    "cardcage.hooks.envs",
-    "cardcage.platforms.envs",
-    "cardcage.shm.envs",
-    "cardcage.diffusion.envs",
-)
+#: The registry of the variables every runtime's plugin loading reads (core-hooks'); each
+#: registered runtime adds its own (``Runtime.env_registries``).
+CORE_ENV_MODULE = "cardcage.hooks.envs"
 
 #: Prefixes of variables that belong to the plugin system (a set one no registry declares is
 #: listed by ``cardcage env``: it is often a typo).
@@ -167,120 +160,74 @@ def dist_location(name: str) -> str | None:
         return None
 
 
-def defined_profiles() -> tuple[RuntimeProfile, ...]:
-    """Every runtime profile cardcage.hooks defines (SRT first), installed or not."""
-    from cardcage.hooks import profile as profile_module
+def registered() -> tuple[Runtime, ...]:
+    """Every runtime registered in ``cardcage.runtimes`` that loads, SRT first."""
+    from cardcage.hooks.runtimes import registered_runtimes
 
-    found: dict[str, RuntimeProfile] = {profile_module.SRT_PROFILE.name: profile_module.SRT_PROFILE}
-    for value in vars(profile_module).values():
-        if isinstance(value, profile_module.RuntimeProfile):
-            found.setdefault(value.name, value)
-    return tuple(found.values())
-
-
-def defined_runtimes() -> tuple[str, ...]:
-    """The names of every defined runtime profile (``--runtime`` choices), installed or not."""
-    return tuple(p.name for p in defined_profiles())
+    return registered_runtimes(current_snapshot())
 
 
 def runtime_profiles() -> tuple[RuntimeProfile, ...]:
-    """The installed runtimes' profiles (SRT first), so new runtimes are covered."""
-    return tuple(p for p in defined_profiles() if runtime_installed(p))
+    """The registered (installed) runtimes' profiles, SRT first."""
+    return tuple(r.profile for r in registered())
 
 
-def provider_package(profile: RuntimeProfile) -> str | None:
-    """The top-level package of the profile's selection provider (``cardcage.diffusion``)."""
-    if not profile.selection_provider:
-        return None
-    return ".".join(profile.selection_provider.partition(":")[0].split(".")[:2])
+def known_profiles() -> tuple[RuntimeProfile, ...]:
+    """The registered runtimes' profiles, then SGLang's own runtime profiles not among them.
 
-
-def runtime_installed(profile: RuntimeProfile) -> bool:
-    """A runtime counts once the package that provides its selection is installed."""
-    package = provider_package(profile)
-    if package is None:
-        return True
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(package) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-@dataclass(frozen=True)
-class RuntimeSelection:
-    """Where a runtime keeps its platform selection, named so nothing is imported until asked.
-
-    ``cardcage.platforms`` must not import another runtime's package at module scope (the
-    diffusion runtime is a separate distribution that depends on this one), so each runtime is
-    reached through ``importlib`` by these names, and only once its provider package is installed.
+    SGLang's profiles are the wire contract: their groups mean something (SGLang itself may be
+    the host) even where no installed cardcage runtime reads them.
     """
+    from cardcage.hooks.profile import SGLANG_PROFILES
 
-    profile: RuntimeProfile
-    #: Module with ``get_current_platform()`` and ``get_selection_record()``.
-    accessor_module: str
-    #: ``"module:function"`` returning the runtime's ``SelectionPolicy`` (default probes).
-    policy: str
-    #: The automatic fallback chain, in words, for ``cardcage platform``.
-    chain: str
-    #: The distribution that installs the runtime (named in "not installed" messages).
-    distribution: str
-    #: ``"module:class"`` of the hook registry the runtime's general plugins register with.
-    registry: str
-
-    def accessor(self) -> Any:
-        import importlib
-
-        return importlib.import_module(self.accessor_module)
-
-    def load_policy(self) -> SelectionPolicy:
-        import importlib
-
-        module, _, name = self.policy.partition(":")
-        policy: SelectionPolicy = getattr(importlib.import_module(module), name)()
-        return policy
-
-    def load_registry(self) -> type[BaseHookRegistry]:
-        import importlib
-
-        module, _, name = self.registry.partition(":")
-        registry: type[BaseHookRegistry] = getattr(importlib.import_module(module), name)
-        return registry
+    found = {p.name: p for p in runtime_profiles()}
+    for profile in SGLANG_PROFILES:
+        found.setdefault(profile.name, profile)
+    return tuple(found.values())
 
 
-#: Profile name -> (accessor module, policy factory, fallback chain in words, distribution,
-#: hook registry).
-_SELECTIONS = {
-    "srt": (
-        "cardcage.platforms.current",
-        "cardcage.platforms.srt:srt_policy",
-        "CPU if SGLANG_USE_CPU_ENGINE=1, then CUDA, ROCm, XPU, then the base SRTPlatform",
-        "cardcage-core-platforms",
-        "cardcage.hooks.registry:HookRegistry",
-    ),
-    "diffusion": (
-        "cardcage.diffusion.runtime.platforms.current",
-        "cardcage.diffusion.runtime.platforms.policy:diffusion_policy",
-        "MPS, XPU, ROCm, CUDA, NPU, MUSA, then CPU, which always matches",
-        "cardcage-diffusion-runtime",
-        "cardcage.diffusion.runtime.platforms.plugins:HookRegistry",
-    ),
-}
+def runtime_names() -> tuple[str, ...]:
+    """The ``--runtime`` choices: every registered runtime's name, SRT first (imports nothing)."""
+    from cardcage.hooks.runtimes import registered_runtime_names
+
+    return registered_runtime_names(current_snapshot())
 
 
-def runtime_distribution(profile: RuntimeProfile) -> str | None:
-    """The distribution that installs ``profile``'s runtime, when cardcage ships it."""
-    known = _SELECTIONS.get(profile.name)
-    return known[3] if known is not None else None
+def choose_runtimes(names: Sequence[str] | None) -> tuple[Runtime, ...]:
+    """The runtimes named by ``--runtime`` (None: every registered one), in the order given.
+
+    A name no registered runtime has raises ``LookupError`` with the message the CLI shows.
+    """
+    runtimes = registered()
+    if names is None:
+        return runtimes
+    by_name = {r.name: r for r in runtimes}
+    chosen: list[Runtime] = []
+    for name in names:
+        runtime = by_name.get(name)
+        if runtime is None:
+            raise LookupError(not_installed_message(name))
+        chosen.append(runtime)
+    return tuple(chosen)
 
 
-def runtime_selection(profile: RuntimeProfile) -> RuntimeSelection | None:
-    """How to reach ``profile``'s platform selection; None if it is unknown or not installed."""
-    known = _SELECTIONS.get(profile.name)
-    if known is None or not runtime_installed(profile):
-        return None
-    return RuntimeSelection(profile, *known)
+def not_installed_message(name: str) -> str:
+    """Why ``--runtime name`` cannot be served, and what to do."""
+    from cardcage.hooks.runtimes import RUNTIMES_GROUP, broken_runtimes
+
+    broken = next((e for e in broken_runtimes(current_snapshot()) if e.plugin == name), None)
+    if broken is not None:
+        return str(broken)
+    installed = ", ".join(runtime_names()) or "none"
+    if name in {p.name for p in known_profiles()}:
+        what = f"the {name} runtime is not installed"
+    else:
+        what = f"no runtime named {name!r} is installed"
+    return (
+        f"{what} (installed: {installed}). A runtime is installed by a distribution that "
+        f"registers it in the {RUNTIMES_GROUP!r} entry-point group; install it, or choose one "
+        "of the installed runtimes with --runtime"
+    )
 
 
 def group_roles(
@@ -294,11 +241,13 @@ def group_roles(
 
 
 def watched_groups(snapshot: EntryPointSnapshot, profiles: tuple[RuntimeProfile, ...]) -> list[str]:
-    """The profiles' groups (even when empty), then every other ``sglang.*`` group present."""
+    """The profiles' groups (even when empty), then those of SGLang's own profiles present."""
     groups: list[str] = []
     for profile in profiles:
         groups.extend((profile.platform_group, profile.plugin_group))
-    groups.extend(g for g in snapshot.groups() if g.startswith(WATCHED_PREFIX) and g not in groups)
+    present = set(snapshot.groups())
+    for profile in known_profiles():
+        groups.extend(g for g in (profile.platform_group, profile.plugin_group) if g in present)
     return list(dict.fromkeys(groups))
 
 

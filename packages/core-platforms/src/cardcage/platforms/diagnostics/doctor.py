@@ -29,9 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from cardcage.hooks.loader import allowlist_scope
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cardcage.hooks.errors import RuntimeRegistrationError
     from cardcage.hooks.loader import PlatformChoice
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.registry import BaseHookRegistry
+    from cardcage.hooks.runtimes import Runtime
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
     from cardcage.platforms.selection import SelectionOutcome, SelectionPolicy
 
@@ -39,6 +43,7 @@ from cardcage.platforms.findings import DistRef, Finding, Severity
 
 from ._common import (
     allowlist_value,
+    choose_runtimes,
     current_snapshot,
     describe_ep,
     ep_dist,
@@ -46,8 +51,6 @@ from ._common import (
     group_roles,
     kind_of_unknown_group,
     normalize,
-    runtime_profiles,
-    runtime_selection,
     selector_value,
     to_json,
     watched_groups,
@@ -594,49 +597,72 @@ def _runtime_broken(dist: str, profile: RuntimeProfile, exc: BaseException) -> F
     )
 
 
-def _registry(profile: RuntimeProfile) -> type[BaseHookRegistry] | None:
-    """The hook registry of ``profile``'s runtime; None when it cannot be imported (doctor then
-    imports that runtime's general plugins without calling their ``register()``)."""
-    ref = runtime_selection(profile)
-    if ref is None:
-        return None
+def _registration_broken(exc: RuntimeRegistrationError) -> Finding:
+    """A ``cardcage.runtimes`` entry point that gives no usable runtime: it cannot start."""
+    return Finding(
+        code="runtime-import-failed",
+        severity="error",
+        message=str(exc),
+        fix=(
+            f"Reinstall {exc.distribution} (pip install --force-reinstall {exc.distribution}), "
+            "or uninstall it."
+            if exc.distribution
+            else "Reinstall or remove the distribution that registers it."
+        ),
+        group=exc.group,
+        plugin=exc.plugin,
+        distributions=(DistRef(exc.distribution, None),) if exc.distribution else (),
+        traceback=_tb(exc.__cause__) if exc.__cause__ is not None else None,
+    )
+
+
+def _registry(runtime: Runtime) -> type[BaseHookRegistry] | None:
+    """The hook registry of ``runtime``; None when it cannot be imported (doctor then imports
+    that runtime's general plugins without calling their ``register()``)."""
     try:
-        return ref.load_registry()
+        return runtime.load_hook_registry()
     except Exception:
         return None
 
 
-def run_doctor() -> DoctorReport:
+def run_doctor(runtimes: Sequence[str] | None = None) -> DoctorReport:
     """Every check, in the order a reader would want them: names, variables, platforms, imports.
 
-    Platform checks run for every installed runtime whose selection policy is known (SRT, and
-    diffusion once cardcage-diffusion-runtime is installed): the selection engine's own checks
-    (``diagnose_selection``) with that runtime's policy, its platform group's names first. Name
-    checks of the other watched groups, and import checks, cover every watched group. What the
-    platform checks find out about the selection (which distribution startup would select, if any)
-    decides, per runtime, which general plugins startup would exclude, skip or run: doctor calls
-    ``register()`` only of those it would run, and grades the problems of the others lower. The
-    report's ``startup`` states that conclusion per runtime (selected platform, excluded
-    distributions), so a consumer can compare it with ``cardcage platform`` or another host.
+    ``runtimes`` names the registered runtimes to check (default: every one, SRT first; a name
+    that is not registered raises ``LookupError``). Platform checks run for each: the selection
+    engine's own checks (``diagnose_selection``) with that runtime's policy, its platform group's
+    names first. Name checks of the other watched groups, and import checks, cover every watched
+    group. What the platform checks find out about the selection (which distribution startup
+    would select, if any) decides, per runtime, which general plugins startup would exclude,
+    skip or run: doctor calls ``register()`` only of those it would run, and grades the problems
+    of the others lower. The report's ``startup`` states that conclusion per runtime (selected
+    platform, excluded distributions), so a consumer can compare it with ``cardcage platform`` or
+    another host.
     """
+    from cardcage.hooks.runtimes import broken_runtimes
     from cardcage.platforms.selection_checks import check_duplicates
 
     snapshot = current_snapshot()
-    profiles = runtime_profiles()
-    groups = watched_groups(snapshot, profiles)
+    chosen = choose_runtimes(runtimes)
+    by_name = {r.name: r for r in chosen}
+    profiles = tuple(r.profile for r in chosen)
+    groups = (
+        watched_groups(snapshot, profiles)
+        if runtimes is None
+        else [g for p in profiles for g in (p.platform_group, p.plugin_group)]
+    )
     roles = group_roles(profiles)
     findings: list[Finding] = []
+    if runtimes is None:
+        findings.extend(_registration_broken(exc) for exc in broken_runtimes(snapshot))
     policies: list[SelectionPolicy] = []
     broken: dict[str, RuntimeStartup] = {}
-    for profile in profiles:
-        ref = runtime_selection(profile)
-        if ref is None:
-            continue
+    for runtime in chosen:
         try:
-            policies.append(ref.load_policy())
+            policies.append(runtime.load_policy())
         except Exception as exc:
-            findings.append(_runtime_broken(ref.distribution, profile, exc))
-            broken[profile.name] = _broken_startup(profile)
+            findings.append(_runtime_broken(runtime.distribution, runtime.profile, exc))
+            broken[runtime.name] = _broken_startup(runtime.profile)
     selecting = {policy.profile.platform_group for policy in policies}  # the engine checks them
     for group in groups:
         if group not in selecting:
@@ -653,7 +679,7 @@ def run_doctor() -> DoctorReport:
         findings.extend(check.findings)
         checks[profile.name] = check
         startups[profile.plugin_group] = _Startup(
-            profile, check.choice, _registry(profile), snapshot
+            profile, check.choice, _registry(by_name[profile.name]), snapshot
         )
     for group in groups:
         role = roles.get(group)

@@ -8,21 +8,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cardcage.hooks.envs import EnvRegistry, EnvVar
     from cardcage.hooks.snapshot import EntryPointSnapshot
 
 from cardcage.platforms.findings import DistRef
 
 from ._common import (
-    ENV_MODULES,
+    CORE_ENV_MODULE,
     ENV_PREFIXES,
     SECRET_NAME,
+    choose_runtimes,
     current_snapshot,
     dist_location,
     ep_dist,
     exc_line,
     normalize,
-    runtime_profiles,
     to_json,
     watched_groups,
 )
@@ -99,12 +101,25 @@ class EnvReport:
         return {"schema": "cardcage.env/1", **to_json(self)}
 
 
-def env_registries() -> list[tuple[str, EnvRegistry]]:
-    """``(module, ENV_VARS)`` of every installed cardcage package that declares variables."""
+def env_modules(runtimes: Sequence[str] | None = None) -> list[str]:
+    """The modules holding ``ENV_VARS`` registries: core-hooks', then each runtime's own."""
+    modules = [CORE_ENV_MODULE]
+    for runtime in choose_runtimes(runtimes):
+        modules.extend(m for m in runtime.env_registries if m not in modules)
+    return modules
+
+
+def env_registries(runtimes: Sequence[str] | None = None) -> list[tuple[str, EnvRegistry]]:
+    """``(module, ENV_VARS)`` of core-hooks and of every (chosen) registered runtime.
+
+    Each runtime's record names its registries (``Runtime.env_registries``); a module that is
+    absent is skipped, one that fails to import is logged (``cardcage doctor`` reports the
+    runtime).
+    """
     import importlib
 
     found: list[tuple[str, EnvRegistry]] = []
-    for module_name in ENV_MODULES:
+    for module_name in env_modules(runtimes):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -156,9 +171,17 @@ def _installed_cardcage() -> tuple[InstalledDist, ...]:
     return tuple(found[k] for k in sorted(found))
 
 
-def _plugin_dists(snapshot: EntryPointSnapshot) -> tuple[PluginDist, ...]:
+def _plugin_dists(
+    snapshot: EntryPointSnapshot, runtimes: Sequence[str] | None
+) -> tuple[PluginDist, ...]:
     groups_of: dict[str, tuple[DistRef, list[str]]] = {}
-    for group in watched_groups(snapshot, runtime_profiles()):
+    profiles = tuple(r.profile for r in choose_runtimes(runtimes))
+    groups = (
+        watched_groups(snapshot, profiles)
+        if runtimes is None
+        else [g for p in profiles for g in (p.platform_group, p.plugin_group)]
+    )
+    for group in groups:
         for ep in snapshot.group(group):
             if ep.dist is None:
                 continue
@@ -171,12 +194,16 @@ def _plugin_dists(snapshot: EntryPointSnapshot) -> tuple[PluginDist, ...]:
     )
 
 
-def collect_env() -> EnvReport:
-    """Interpreter, OS, cardcage and plugin distributions, and every declared variable."""
+def collect_env(runtimes: Sequence[str] | None = None) -> EnvReport:
+    """Interpreter, OS, cardcage and plugin distributions, and every declared variable.
+
+    ``runtimes`` limits the variables and plugin distributions to those registered runtimes'
+    (default: every registered runtime).
+    """
     import platform
     import sys
 
-    registries = env_registries()
+    registries = env_registries(runtimes)
     declared = {var.name for _, registry in registries for var in registry}
     others = tuple(
         OtherVar(name, "<redacted>" if SECRET_NAME.search(name) else raw)
@@ -196,7 +223,7 @@ def collect_env() -> EnvReport:
             machine=platform.machine(),
         ),
         distributions=_installed_cardcage(),
-        plugin_distributions=_plugin_dists(current_snapshot()),
+        plugin_distributions=_plugin_dists(current_snapshot(), runtimes),
         registries=tuple(module for module, _ in registries),
         variables=tuple(
             env_row(module, registry, var) for module, registry in registries for var in registry

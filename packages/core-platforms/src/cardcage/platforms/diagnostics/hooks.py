@@ -1,4 +1,9 @@
-"""``cardcage hooks``: run ``load_plugins()`` and report every hook and whether it applied."""
+"""``cardcage hooks``: run each runtime's ``load_plugins()`` and report every hook and its state.
+
+Every registered runtime (``cardcage.hooks.runtimes``) is covered, each with its own profile and
+hook registry (as named by its record), so a hook registered through one runtime's API is listed
+under that runtime only.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cardcage.hooks.registry import HookRecord
+    from collections.abc import Sequence
+
+    from cardcage.hooks.registry import BaseHookRegistry, HookRecord
+    from cardcage.hooks.runtimes import Runtime
 
 from ._common import (
     ErrorInfo,
+    choose_runtimes,
     current_snapshot,
     dist_versions,
     error_info,
@@ -59,12 +68,17 @@ class ChoiceInfo:
 
 
 @dataclass(frozen=True)
-class HooksReport:
+class RuntimeHooks:
+    """One runtime's ``load_plugins()`` outcome: its platform choice, plugins and hooks."""
+
+    runtime: str
     selection: ChoiceInfo | None
     plugins: tuple[PluginStatusRow, ...]
     hooks: tuple[HookRow, ...]
     rebound: int | None
     error: ErrorInfo | None
+    #: How messages name the runtime (its record's ``display_name``); not in the JSON document.
+    display_name: str = ""
 
     @property
     def ok(self) -> bool:
@@ -78,7 +92,30 @@ class HooksReport:
         return counts
 
     def as_json(self) -> dict[str, Any]:
-        return {"schema": "cardcage.hooks/1", "ok": self.ok, **to_json(self)}
+        document: dict[str, Any] = {"ok": self.ok, **to_json(self)}
+        del document["display_name"]
+        return document
+
+
+@dataclass(frozen=True)
+class HooksReport:
+    """Every requested runtime's hooks, SRT first.
+
+    The JSON document keeps the single-runtime layout of ``cardcage.hooks/1`` at the top level
+    (the fields of ``runtimes[0]``) and lists every runtime under ``runtimes``; its ``ok`` is
+    true only when every runtime's ``load_plugins()`` succeeded.
+    """
+
+    runtimes: tuple[RuntimeHooks, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.runtimes)
+
+    def as_json(self) -> dict[str, Any]:
+        runtimes = [r.as_json() for r in self.runtimes]
+        first = {k: v for k, v in runtimes[0].items() if k != "ok"}
+        return {"schema": "cardcage.hooks/1", "ok": self.ok, **first, "runtimes": runtimes}
 
 
 def _qualname(obj: object) -> str:
@@ -92,13 +129,13 @@ def _chain_order(records: tuple[HookRecord, ...]) -> list[HookRecord]:
     return sorted(records, key=lambda r: r.hook_type.name != "REPLACE")
 
 
-def _hook_rows(failed: dict[str, BaseException], versions: dict[str, str]) -> tuple[HookRow, ...]:
-    from cardcage.hooks.registry import HookRegistry
-
-    applied = set(HookRegistry.applied_targets())
-    pending = HookRegistry.pending_targets()
+def _hook_rows(
+    registry: type[BaseHookRegistry], failed: dict[str, BaseException], versions: dict[str, str]
+) -> tuple[HookRow, ...]:
+    applied = set(registry.applied_targets())
+    pending = registry.pending_targets()
     rows: list[HookRow] = []
-    for target, records in sorted(HookRegistry.registrations().items()):
+    for target, records in sorted(registry.registrations().items()):
         if target in failed:
             status, error = "failed", exc_line(failed[target])
         elif target in applied:
@@ -127,20 +164,21 @@ def _hook_rows(failed: dict[str, BaseException], versions: dict[str, str]) -> tu
     return tuple(rows)
 
 
-def collect_hooks() -> HooksReport:
-    """Run ``load_plugins()`` (registration and application) and list every hook and plugin."""
+def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
     from cardcage.hooks.loader import PluginLoadReport, load_plugins
 
-    versions = dist_versions(current_snapshot())
     report: PluginLoadReport | None = None
     error: ErrorInfo | None = None
+    registry: type[BaseHookRegistry] | None = None
     try:
-        report = load_plugins()
+        registry = runtime.load_hook_registry()
+        report = load_plugins(runtime.profile, registry)
     except Exception as exc:
         error = error_info(exc, versions)
     failed = dict(report.apply.failed) if report and report.apply else {}
     choice = report.selection if report else None
-    return HooksReport(
+    return RuntimeHooks(
+        runtime=runtime.name,
         selection=ChoiceInfo(
             entry_point=choice.entry_point,
             distribution=choice.dist_name,
@@ -161,7 +199,24 @@ def collect_hooks() -> HooksReport:
             )
             for p in (report.plugins if report else ())
         ),
-        hooks=_hook_rows(failed, versions),
+        hooks=_hook_rows(registry, failed, versions) if registry is not None else (),
         rebound=report.apply.rebound if report and report.apply else None,
         error=error,
+        display_name=runtime.display_name,
     )
+
+
+def collect_hooks(runtimes: Sequence[str] | None = None) -> HooksReport:
+    """Run each runtime's ``load_plugins()`` (registration and application); list every hook.
+
+    ``runtimes`` names the registered runtimes to load (default: every one, SRT first); a name
+    that is not registered raises ``LookupError``.
+    """
+    versions = dist_versions(current_snapshot())
+    chosen = choose_runtimes(runtimes)
+    if not chosen:
+        raise LookupError(
+            "no runtime is registered in the 'cardcage.runtimes' entry-point group; reinstall "
+            "cardcage-core-platforms (it registers 'srt')"
+        )
+    return HooksReport(tuple(_collect_runtime(runtime, versions) for runtime in chosen))

@@ -1,8 +1,8 @@
 """``cardcage platform``: each runtime's selected platform and the record of why, or the error.
 
-Each installed runtime is resolved through its own accessor (``cardcage.platforms.current`` for
-SRT, ``cardcage.diffusion.runtime.platforms.current`` for diffusion, reached by ``importlib``), so
-the command sees exactly what that runtime would select in this process.
+Each registered runtime (``cardcage.hooks.runtimes``) is resolved through the accessor its record
+names (``cardcage.platforms.current`` for SRT; another runtime's own module, reached by
+``importlib``), so the command sees exactly what that runtime would select in this process.
 """
 
 from __future__ import annotations
@@ -13,17 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from cardcage.hooks.runtimes import Runtime
     from cardcage.platforms.selection import Candidate, SelectionPolicy, SelectionRecord
 from ._common import (
     ErrorInfo,
-    RuntimeSelection,
     allowlist_value,
-    defined_profiles,
+    choose_runtimes,
     error_info,
-    provider_package,
-    runtime_distribution,
-    runtime_profiles,
-    runtime_selection,
+    registered,
     selector_value,
     to_json,
 )
@@ -145,9 +142,9 @@ def _selection(platform: object, record: SelectionRecord | None) -> Selection:
     )
 
 
-def _collect_runtime(selection_ref: RuntimeSelection, with_stack: bool) -> RuntimePlatform:
+def _collect_runtime(runtime: Runtime, with_stack: bool) -> RuntimePlatform:
     """Resolve one runtime's ``current_platform`` through its own accessor, as it would."""
-    profile = selection_ref.profile
+    profile = runtime.profile
     selector = selector_value(profile)
     allowed = allowlist_value(profile)
     selection: Selection | None = None
@@ -156,8 +153,8 @@ def _collect_runtime(selection_ref: RuntimeSelection, with_stack: bool) -> Runti
     policy: SelectionPolicy | None = None
     try:
         # A broken installation of the runtime is reported like a failed selection.
-        policy = selection_ref.load_policy()
-        current = selection_ref.accessor()
+        policy = runtime.load_policy()
+        current = runtime.accessor_module()
     except Exception as exc:
         error = error_info(exc)
     else:
@@ -181,7 +178,7 @@ def _collect_runtime(selection_ref: RuntimeSelection, with_stack: bool) -> Runti
         allowlist_filters_platforms=policy is None or policy.allowlist_filters_automatic,
         builtin_chain=tuple(b.alias for b in builtins),
         selector_builtins=tuple(b.alias for b in builtins if b.explicit_allowed),
-        chain=selection_ref.chain,
+        chain=runtime.fallback_chain(policy) if policy is not None else "unknown",
         selection=selection,
         first_access_stack=stack,
         error=error,
@@ -189,8 +186,8 @@ def _collect_runtime(selection_ref: RuntimeSelection, with_stack: bool) -> Runti
 
 
 def platform_runtimes() -> tuple[str, ...]:
-    """The runtimes whose selection ``cardcage platform`` can explain here (installed ones)."""
-    return tuple(p.name for p in runtime_profiles() if runtime_selection(p) is not None)
+    """The runtimes whose selection ``cardcage platform`` can explain here (registered ones)."""
+    return tuple(r.name for r in registered())
 
 
 def collect_platform(
@@ -198,32 +195,16 @@ def collect_platform(
 ) -> PlatformReport:
     """Resolve each runtime's ``current_platform`` as that runtime does; report choice or error.
 
-    ``runtimes`` names the runtimes to explain (default: every installed one, SRT first). A
-    runtime that is not installed raises ``LookupError`` naming the package to install.
+    ``runtimes`` names the runtimes to explain (default: every registered one, SRT first). A
+    runtime that is not installed raises ``LookupError`` saying how to install one.
     """
-    installed = {p.name: p for p in runtime_profiles()}
-    names = platform_runtimes() if runtimes is None else tuple(runtimes)
-    refs: list[RuntimeSelection] = []
-    for name in names:
-        profile = installed.get(name)
-        ref = runtime_selection(profile) if profile is not None else None
-        if ref is None:
-            raise LookupError(_not_installed(name))
-        refs.append(ref)
+    chosen = choose_runtimes(runtimes)
+    if not chosen:
+        raise LookupError(
+            "no runtime is registered in the 'cardcage.runtimes' entry-point group; reinstall "
+            "cardcage-core-platforms (it registers 'srt')"
+        )
     collected: list[RuntimePlatform] = []
-    for ref in refs:  # a loop, not a generator: the first-access stack stays readable
-        collected.append(_collect_runtime(ref, with_stack))
+    for runtime in chosen:  # a loop, not a generator: the first-access stack stays readable
+        collected.append(_collect_runtime(runtime, with_stack))
     return PlatformReport(tuple(collected))
-
-
-def _not_installed(name: str) -> str:
-    known = {p.name: p for p in defined_profiles()}
-    profile = known.get(name)
-    if profile is None:
-        return f"no runtime named {name!r} (known: {', '.join(sorted(known))})"
-    package = provider_package(profile) or "its package"
-    dist = runtime_distribution(profile) or "the distribution that provides it"
-    return (
-        f"the {name} runtime is not installed ({package} cannot be imported): pip install "
-        f"{dist}, or choose another runtime with --runtime"
-    )

@@ -1,6 +1,6 @@
 """``cardcage plugins list``: every entry point, its runtime, distribution and status.
 
-No plugin is imported. The installed runtimes' selection policies are (they are import-safe and
+No plugin is imported. The registered runtimes' selection policies are (they are import-safe and
 torch-free): whether an allowlist filters automatic platform discovery is the policy's call.
 """
 
@@ -10,24 +10,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from cardcage.hooks.profile import RuntimeProfile
+    from cardcage.hooks.runtimes import Runtime
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
 
 from ._common import (
     PluginKind,
     allowlist_value,
+    choose_runtimes,
     current_snapshot,
-    defined_profiles,
     dist_location,
     ep_dist,
     ep_order,
     excluded_dists,
     group_roles,
     kind_of_unknown_group,
+    known_profiles,
     normalize,
-    runtime_distribution,
-    runtime_profiles,
-    runtime_selection,
     selector_value,
     to_json,
     watched_groups,
@@ -173,28 +174,31 @@ def _general_status(ep: PluginEntryPoint, rules: _GeneralRules) -> tuple[str, st
     )
 
 
-def _allowlist_filters_platforms(profile: RuntimeProfile) -> bool:
+def _allowlist_filters_platforms(runtime: Runtime) -> bool:
     """Whether the runtime's allowlist filters automatic platform discovery (its policy says)."""
-    ref = runtime_selection(profile)
-    if ref is None:
-        return True
     try:
-        return ref.load_policy().allowlist_filters_automatic
+        filters: bool = runtime.load_policy().allowlist_filters_automatic
     except Exception:  # a broken runtime install: cardcage platform and doctor report it
         return True
+    return filters
 
 
 def _unused_detail(group: str, owner: str | None) -> str:
     if owner is None:
         return f"no installed cardcage runtime reads group {group}"
-    dist = next((runtime_distribution(p) for p in defined_profiles() if p.name == owner), None)
-    return f"the {owner} runtime that reads group {group} is not installed" + (
-        f" (pip install {dist})" if dist else ""
+    return (
+        f"the {owner} runtime that reads group {group} is not installed (no distribution "
+        "registers it in the 'cardcage.runtimes' entry-point group)"
     )
 
 
-def collect_plugins(group: str | None = None) -> PluginsReport:
-    """Every entry point of the runtimes' groups and of any other ``sglang.*`` group.
+def collect_plugins(
+    group: str | None = None, runtimes: Sequence[str] | None = None
+) -> PluginsReport:
+    """Every entry point of the runtimes' groups and of SGLang's own runtimes' groups.
+
+    ``runtimes`` limits the listing to those registered runtimes' groups (default: every
+    registered runtime, plus the groups of SGLang's own runtimes that have entry points).
 
     Statuses come from metadata and the environment only (allowlist, selector, exclusion of
     distributions providing an unselected platform); no plugin is imported. In automatic mode a
@@ -202,12 +206,18 @@ def collect_plugins(group: str | None = None) -> PluginsReport:
     which platform activates, which only ``cardcage platform`` (or doctor) finds out.
     """
     snapshot = current_snapshot()
-    profiles = runtime_profiles()
+    chosen = choose_runtimes(runtimes)
+    profiles = tuple(r.profile for r in chosen)
     roles = group_roles(profiles)
-    groups = [group] if group is not None else watched_groups(snapshot, profiles)
-    filters = {p.name: _allowlist_filters_platforms(p) for p in profiles}
+    if group is not None:
+        groups = [group]
+    elif runtimes is not None:
+        groups = [g for p in profiles for g in (p.platform_group, p.plugin_group)]
+    else:
+        groups = watched_groups(snapshot, profiles)
+    filters = {r.name: _allowlist_filters_platforms(r) for r in chosen}
     rules = {p.name: _general_rules(p, snapshot, filters[p.name]) for p in profiles}
-    owners = {g: p.name for p in defined_profiles() for g in (p.platform_group, p.plugin_group)}
+    owners = {g: p.name for p in known_profiles() for g in (p.platform_group, p.plugin_group)}
     rows: list[PluginRow] = []
     for name in groups:
         role = roles.get(name)

@@ -9,18 +9,31 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cardcage.diffusion.errors import InvalidSamplingParamsError
 
 from ._validate import check_float, check_int
 
-__all__ = ["MAX_IMAGES_PER_REQUEST", "MAX_IMAGE_SIDE", "MAX_SEED", "SamplingParams"]
+if TYPE_CHECKING:
+    from cardcage.diffusion.errors import InvalidArgumentError
+
+__all__ = ["MAX_IMAGES_PER_REQUEST", "MAX_IMAGE_SIDE", "MAX_SEED", "SamplingParams", "check_seed"]
 
 MAX_IMAGE_SIDE = 4096
 MAX_IMAGES_PER_REQUEST = 16
 MAX_SEED = 2**62 - 1  # room for seed + image index in a signed 64-bit generator seed
 _SIDE_MULTIPLE = 8  # the latent grid: image sides are whole latent cells
+
+
+def check_seed(error: type[InvalidArgumentError], name: str, value: object) -> int:
+    """``value`` as a seed every request accepts: an int from 0 to ``MAX_SEED``.
+
+    The one definition of the range: ``SamplingParams.seed``, ``ServerArgs.seed`` (the default
+    of requests that pass none) and the command line's ``--seed`` all check through it, so a
+    default the server accepts is never one its requests then reject.
+    """
+    return check_int(error, name, value, low=0, high=MAX_SEED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +66,7 @@ class SamplingParams:
                 multiple_of=_SIDE_MULTIPLE,
             )  # fmt: skip
         if self.seed is not None:
-            check_int(err, "seed", self.seed, low=0, high=MAX_SEED)
+            check_seed(err, "seed", self.seed)
         check_int(err, "num_images", self.num_images, low=1, high=MAX_IMAGES_PER_REQUEST)
         if self.negative_prompt is not None and not isinstance(self.negative_prompt, str):
             raise err("negative_prompt", self.negative_prompt, "a str or None")

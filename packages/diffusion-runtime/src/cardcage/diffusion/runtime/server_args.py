@@ -22,6 +22,7 @@ from typing import Any
 
 from cardcage.diffusion.configs._validate import check_choice, check_float, check_int
 from cardcage.diffusion.configs.pipeline_config import PipelineConfig
+from cardcage.diffusion.configs.sampling_params import check_seed
 from cardcage.diffusion.errors import InvalidServerArgsError
 
 from .platforms.current import get_current_platform
@@ -36,8 +37,10 @@ class ServerArgs:
     """Settings shared by the launcher, every worker and the HTTP server.
 
     ``model_path`` is a built-in model id or a local directory; ``num_gpus`` is the number of
-    worker processes (one per device; CPU workers on the CPU platform); ``master_port`` is the
-    torch.distributed rendezvous port (None: pick a free one at launch);
+    worker processes (one per device; CPU workers on the CPU platform); ``seed`` is the seed of
+    requests that pass none, so it takes exactly the range a request's seed does (0 to
+    ``MAX_SEED``); ``master_port`` is the torch.distributed rendezvous port (None: the launcher
+    binds one the kernel picks and hands it to rank 0, so no other process can take it);
     ``worker_start_timeout`` bounds the wait for every worker to report ready (None: no bound);
     ``dit_layerwise_offload=None`` takes the platform's default.
     """
@@ -67,8 +70,8 @@ class ServerArgs:
         check_int(err, "num_gpus", self.num_gpus, low=1, high=1024)
         if not isinstance(self.host, str) or not self.host.strip():
             raise err("host", self.host, "a host name or IP address to bind, e.g. '127.0.0.1'")
-        check_int(err, "port", self.port, low=1, high=65535)
-        check_int(err, "seed", self.seed, low=0, high=2**63 - 1)
+        check_int(err, "port", self.port, low=0, high=65535)  # 0: the HTTP server picks one
+        check_seed(err, "seed", self.seed)  # the range every request accepts
         if isinstance(self.log_level, str):
             self.log_level = self.log_level.lower()
         check_choice(err, "log_level", self.log_level, LOG_LEVELS)

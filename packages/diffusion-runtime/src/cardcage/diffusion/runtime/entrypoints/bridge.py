@@ -8,9 +8,12 @@ nobody else knows. The child opens one ``BridgeClient`` connection per HTTP requ
 is a plain dict (``op`` plus fields) answered by one plain dict (``ok`` plus fields, or the
 HTTP-shaped error ``status``/``type``/``code``/``param``/``message``).
 
-Operations: ``generate`` (prompt and ``SamplingParams`` fields in, PNG bytes out), ``health``
-(are the workers up), ``listening`` and ``failed`` (the child reports whether its socket is
-bound, so the launcher can print the URL, or the reason, exactly once).
+Operations: ``generate`` (a request id, the prompt and ``SamplingParams`` fields in, each
+image's raw RGB bytes and size out; the child encodes them), ``cancel`` (stop the request with
+that id: the client disconnected), ``health`` (are the workers up), ``listening`` and ``failed``
+(the child reports whether its socket is bound, so the launcher can print the URL, or the
+reason, exactly once). A ``generate`` call blocks its connection until the answer; ``cancel``
+comes on a connection of its own.
 
 Import-safe: stdlib only.
 """

@@ -5,14 +5,21 @@
     cardcage-diffusion generate --model-path cardcage/tiny-dit --num-gpus 2 \\
         --prompt "a lighthouse at dusk" --output lighthouse.png
     cardcage-diffusion serve --model-path cardcage/tiny-dit --num-gpus 2 --port 30000
+    cardcage-diffusion --version
 
 An offline script in the seed's sense: spawn re-imports this module (through the console-script
 wrapper) in every worker and in the HTTP child before they initialize their platform, so its
 module scope imports the stdlib only; the runtime is imported inside the command functions.
 
+After parsing, ``main()`` registers and applies the diffusion plugins' hooks in this process
+before it builds ``ServerArgs`` or ``SamplingParams`` (SGLang's CLI applies them first too), so a
+vendor's hook on either class shapes the command line's arguments, not only the workers' copies.
+``--help``, ``--version`` and argparse's own errors load no plugin.
+
 Exit status: 0 on success (and after SIGTERM/SIGINT stopped ``serve``), 1 for a runtime error
-(the message names what failed; ``--log-level debug`` adds the traceback), 2 for a bad argument,
-128 + the signal number when a signal interrupts ``generate``.
+(the message names what failed and, for a worker, shows the worker's traceback;
+``--log-level debug`` adds this process's traceback), 2 for a bad argument, 128 + the signal
+number when a signal interrupts ``generate``.
 """
 
 from __future__ import annotations
@@ -20,22 +27,31 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import platform
 import signal
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 __all__ = ["build_parser", "main"]
 
 logger = logging.getLogger(__name__)
 
 PROG = "cardcage-diffusion"
+DISTRIBUTION = "cardcage-diffusion-runtime"
+# Reported by --version next to the runtime: what a vendor's bug report needs to reproduce.
+_RELATED_DISTRIBUTIONS = (
+    "cardcage-core-hooks",
+    "cardcage-core-platforms",
+    "cardcage-shm-broadcast",
+    "torch",
+)
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-_TRACEBACK_MARK = "\n--- worker traceback ---"
 _INTERRUPT_GRACE = 1.0  # seconds a worker gets to exit on its own after an interruption
 # ServerArgs / SamplingParams field -> the option that sets it.
 _OPTION_OF_FIELD = {
@@ -48,6 +64,49 @@ class _ArgumentError(Exception):
     """A value argparse accepted but the runtime rejects: exit 2 with the option named."""
 
 
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def version_text() -> str:
+    """What ``--version`` prints: this distribution's version, then Python's and the versions
+    of the distributions it runs on, as installed (read from their metadata: nothing imported).
+    """
+    from cardcage.diffusion import __version__
+
+    own = _installed_version(DISTRIBUTION)
+    first = (
+        f"{PROG} {own}"
+        if own
+        else f"{PROG} {__version__} (source tree; {DISTRIBUTION} is not installed)"
+    )
+    others = [f"Python {platform.python_version()}"]
+    for name in _RELATED_DISTRIBUTIONS:
+        others.append(f"{name} {_installed_version(name) or 'not installed'}")
+    return f"{first}\n{', '.join(others)}\n"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``version_text()`` on stdout and exit 0 (computed only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(version_text())
+        sys.stdout.flush()
+        parser.exit()
+
+
 class _Interrupted(BaseException):
     """SIGINT or SIGTERM during ``generate``: unwind so the workers are shut down."""
 
@@ -57,11 +116,18 @@ class _Interrupted(BaseException):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Import-safe (stdlib and the errors module): the range --seed shares with every request.
+    from cardcage.diffusion.configs.sampling_params import MAX_SEED
+
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Generate images with the cardcage diffusion runtime, or serve an "
         "OpenAI-style images API.",
     )
+    parser.add_argument(
+        "--version", action=_VersionAction,
+        help="print the version (with Python's, torch's and the cardcage packages') and exit",
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
@@ -98,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "--guidance-scale", type=float, help="classifier-free guidance (>= 1; default: model's)"
     )
-    generate.add_argument("--seed", type=int, help="seed of image 0 (image i uses seed + i)")
+    generate.add_argument(
+        "--seed", type=int, help=f"seed of image 0, 0 to {MAX_SEED} (image i uses seed + i)"
+    )
     generate.add_argument("--num-images", type=int, default=1, help="images to generate")
 
     serve = commands.add_parser(
@@ -108,15 +176,43 @@ def build_parser() -> argparse.ArgumentParser:
     common(serve)
     serve.set_defaults(subparser=serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=30000, help="port to bind (default 30000)")
     serve.add_argument(
-        "--seed", type=int, help="default seed of requests that do not pass one (default 42)"
-    )
+        "--port", type=int, default=30000,
+        help="port to bind (default 30000; 0 picks a free port, printed in the 'Serving' line)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--seed", type=int,
+        help=f"default seed of requests that do not pass one, 0 to {MAX_SEED} (the range "
+        "requests accept; default 42)",
+    )  # fmt: skip
     serve.add_argument(
         "--max-queue", type=int, default=8,
         help="image requests that may wait behind the running one; more get 503 (default 8)",
     )  # fmt: skip
+    _add_limit_options(serve)
     return parser
+
+
+def _add_limit_options(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s per-request limits (``entrypoints.limits.ServeLimits``; stdlib only here)."""
+    serve.add_argument(
+        "--max-pixels", type=int, default=1024 * 1024,
+        help="largest image, width x height pixels; larger sizes get 400 (default 1048576)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-steps", type=int, default=100,
+        help="most denoising steps per request; more get 400 (default 100)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-pixel-steps", type=int, default=512 * 512 * 50,
+        help="most work per request, width x height x steps x n; more get 413 "
+        "(default 13107200: one 512x512 image at 50 steps)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--request-timeout", type=float, default=300.0,
+        help="seconds a request may take, queue wait included; past it the workers stop it at "
+        "the next denoising step and it gets 504 (default 300)",
+    )  # fmt: skip
 
 
 def _option(field: str) -> str:
@@ -195,6 +291,25 @@ def _install_interrupts() -> dict[int, Any]:
     return {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _step_bar() -> tuple[Any, Callable[[int, int], None]]:
+    """A tqdm bar over the denoising steps, and the ``on_step`` callback that advances it.
+
+    ``disable=None``: tqdm draws only when stderr is a terminal, so a piped or captured run
+    (CI, a script reading our output) gets no control characters. Rank 0 reports each step to
+    this process (``DiffGenerator.generate(on_step=...)``); the library itself never draws.
+    """
+    from tqdm import tqdm
+
+    bar = tqdm(desc="denoising", unit="step", disable=None, file=sys.stderr, dynamic_ncols=True)
+
+    def on_step(step: int, total: int) -> None:
+        if bar.total != total:
+            bar.reset(total=total)
+        bar.update(step - bar.n)
+
+    return bar, on_step
+
+
 def _generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise _ArgumentError("argument --prompt: must not be empty")
@@ -210,8 +325,9 @@ def _generate(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         generator = DiffGenerator.from_pretrained(server_args=server_args)
         ready = time.perf_counter()
+        bar, on_step = _step_bar()
         try:
-            result = generator.generate(prompt=args.prompt, sampling_params=params)
+            result = generator.generate(prompt=args.prompt, sampling_params=params, on_step=on_step)
         except InvalidArgumentError as exc:  # a limit of this model (its largest side)
             generator.shutdown()
             raise _argument_error(exc) from None
@@ -220,6 +336,8 @@ def _generate(args: argparse.Namespace) -> int:
             # done, so do not wait the launcher's full grace period before terminating it.
             generator.workers.shutdown(graceful_timeout=_INTERRUPT_GRACE)
             raise
+        finally:
+            bar.close()
         generator.shutdown()
         images = list(result) if isinstance(result, list | tuple) else [result]
         done = time.perf_counter()
@@ -257,6 +375,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise _ArgumentError(
             f"argument --max-queue: {args.max_queue!r} is not valid: expected >= 0"
         )
+    limits = _serve_limits(args)
     server_args = _server_args(args, host=args.host, port=args.port, seed=args.seed)
     from .serve import serve
 
@@ -270,7 +389,30 @@ def _serve(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    return serve(server_args, max_queue=args.max_queue, on_ready=ready)
+    return serve(server_args, limits=limits, on_ready=ready)
+
+
+def _serve_limits(args: argparse.Namespace) -> Any:
+    for option, value in (
+        ("--max-pixels", args.max_pixels),
+        ("--max-steps", args.max_steps),
+        ("--max-pixel-steps", args.max_pixel_steps),
+    ):
+        if value < 1:
+            raise _ArgumentError(f"argument {option}: {value!r} is not valid: expected >= 1")
+    if not args.request_timeout > 0:
+        raise _ArgumentError(
+            f"argument --request-timeout: {args.request_timeout!r} is not valid: expected > 0"
+        )
+    from .limits import ServeLimits
+
+    return ServeLimits(
+        max_pixels=args.max_pixels,
+        max_steps=args.max_steps,
+        max_pixel_steps=args.max_pixel_steps,
+        request_timeout=args.request_timeout,
+        max_queue=args.max_queue,
+    )
 
 
 def _configure_logging(level: str) -> None:
@@ -283,12 +425,17 @@ def _configure_logging(level: str) -> None:
         )
 
 
-def _failure_message(exc: BaseException, debug: bool) -> str:
-    text = str(exc)
-    if not debug and _TRACEBACK_MARK in text:
-        text = text.split(_TRACEBACK_MARK, 1)[0]
-        text += " Run with --log-level debug to see the worker traceback."
-    return text
+def _apply_plugin_hooks() -> None:
+    """Register and apply the diffusion plugins' hooks here, before any argument object exists.
+
+    SGLang's CLI does the same first. ``ServerArgs`` and ``SamplingParams`` are built in this
+    process from the options, so a hook on either (a vendor's defaults or limits) must be in
+    place now: applied later, by the launcher, it would shape only the workers' copies, and a
+    value it refuses would fail a worker instead of being a clean argument error here.
+    """
+    from cardcage.diffusion.runtime.platforms.plugins import apply_plugin_hooks
+
+    apply_plugin_hooks()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -304,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cardcage.hooks.errors import CardcageError
 
     try:
+        _apply_plugin_hooks()
         if args.command == "generate":
             return _generate(args)
         return _serve(args)
@@ -314,7 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CardcageError, _OutputError) as exc:
         if debug:
             logger.exception("%s %s failed", PROG, args.command)
-        print(f"{PROG} {args.command}: error: {_failure_message(exc, debug)}", file=sys.stderr)
+        # A worker's error carries the worker's traceback (str(exc) ends with it): always shown,
+        # since the message points the reader to it and nothing else prints it.
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 1
 
 

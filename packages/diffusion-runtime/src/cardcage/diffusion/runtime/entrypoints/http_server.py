@@ -1,18 +1,32 @@
-"""The HTTP child of ``cardcage-diffusion serve``: an OpenAI-style images API on the stdlib.
+"""The HTTP child of ``cardcage-diffusion serve``: OpenAI's images API on FastAPI and uvicorn.
 
 ``launch_http_server_only(server_args)`` is the entry ``worker_bootstrap`` calls in the HTTP
 child, after plugin registration and hook application and without initializing the platform
-backend (this process never touches the device). It serves, on ``server_args.host:port``:
+backend (this process never touches the device). It binds ``server_args.host:port`` itself
+(port 0: a free port, reported to the launcher, which prints the URL) and serves:
 
-* ``POST /v1/images/generations``: OpenAI's body (``prompt``, ``n``, ``size``,
-  ``response_format``) plus ``seed``, ``num_inference_steps``, ``guidance_scale`` and
-  ``negative_prompt``; answers ``{"created", "data": [{"b64_json": <PNG>}]}``;
+* ``POST /v1/images/generations``: OpenAI's body (``openai_api.ImageGenerationRequest``);
+  answers ``{"created", "data": [{"b64_json"} | {"url"}], ...}`` with the images encoded by
+  Pillow in ``output_format`` (png, jpeg or webp);
+* ``GET /v1/images/{id}``: an image answered with ``response_format: "url"``, kept in this
+  process's memory for ``IMAGE_URL_TTL_S`` seconds (and at most ``IMAGE_STORE_BYTES`` bytes,
+  oldest dropped first);
 * ``GET /v1/models`` and ``GET /v1/models/{id}``: the served model;
-* ``GET /health``: 200 while every worker is up, 503 otherwise.
+* ``GET /health``: 200 while every worker is up, 503 otherwise;
+* ``GET /docs`` and ``GET /openapi.json``: the OpenAPI description FastAPI builds from the models.
 
-Errors are JSON in OpenAI's shape with a 4xx status for a bad request and a 5xx status when the
-workers fail (with the worker's message). Image requests travel to the workers through the
-launcher's authenticated bridge (``bridge``), which runs them one at a time.
+Every error is JSON in OpenAI's shape with a 4xx status for a bad request and a 5xx status when
+the workers fail. Each generation gets a request id (``X-Request-Id`` on the answer) that the
+launcher and every worker log too. Image requests travel to the workers through the launcher's
+authenticated bridge (``bridge``), one blocking bridge call per request on a thread of this
+module's pool, while the event loop watches the client: a client that disconnects has its request
+cancelled through the bridge (the workers stop at their next denoising step).
+
+HTTP framing is uvicorn's with its h11 parser (bodies are always read by their declared length,
+conflicting ``Content-Length`` headers are a 400), TCP_NODELAY on every connection (asyncio's
+default), and a listen backlog of 2048. SIGTERM drains: the server stops accepting, answers what
+is in flight (the launcher cancels it first, so that is quick) and exits 0; SIGINT is ignored
+(Ctrl-C reaches the whole process group, and the launcher stops this process in order).
 
 This module is imported only in the HTTP child, after hooks are applied: the names it binds at
 import time (``model_card``) are whatever the hooks made them.
@@ -20,316 +34,482 @@ import time (``model_card``) are whatever the hooks made them.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
-import itertools
-import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
 import time
+import uuid
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cardcage.diffusion import __version__
 from cardcage.diffusion.envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
+from cardcage.diffusion.runtime.managers.images import IMAGE_FORMATS, encode_rgb
 
 from .bridge import BridgeClient, error_reply
 from .errors import BridgeError, HttpServerError
 from .openai_api import (
     MAX_BODY_BYTES,
     ApiError,
+    ErrorResponse,
+    ImageData,
+    ImageGenerationRequest,
+    ImagesResponse,
+    ModelCard,
+    ModelList,
     error_body,
-    images_response,
     model_card,
     parse_image_request,
+    to_sampling_params,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from cardcage.diffusion.configs.sampling_params import SamplingParams
     from cardcage.diffusion.runtime.server_args import ServerArgs
 
-__all__ = ["ImagesHTTPServer", "launch_http_server_only"]
+__all__ = [
+    "IMAGE_STORE_BYTES",
+    "IMAGE_URL_TTL_S",
+    "ImageStore",
+    "create_app",
+    "launch_http_server_only",
+]
 
 logger = logging.getLogger(__name__)
 
+IMAGE_URL_TTL_S = 600.0
+"""How long ``GET /v1/images/{id}`` serves an image answered with ``response_format: "url"``."""
+IMAGE_STORE_BYTES = 256 << 20
+"""Most bytes of such images kept at once; beyond it the oldest are dropped early."""
+BRIDGE_THREADS = 64
+"""Threads making blocking bridge calls (each waiting request holds one while it waits)."""
+GRACEFUL_SHUTDOWN_S = 20
+"""How long SIGTERM lets in-flight answers finish before the connections are dropped."""
+
 _GENERATIONS = "/v1/images/generations"
-_MODELS = "/v1/models"
-_HEALTH = "/health"
-_ROUTES: dict[str, tuple[str, ...]] = {
-    _GENERATIONS: ("POST",),
-    _MODELS: ("GET", "HEAD"),
-    _HEALTH: ("GET", "HEAD"),
-}
+_ROUTES_TEXT = (
+    f"POST {_GENERATIONS}, GET /v1/images/{{id}}, GET /v1/models, GET /health "
+    "(OpenAPI docs at /docs)"
+)
+_IMAGE_ID_PREFIX = "img_"
+_REQUEST_SCHEMA = ImageGenerationRequest.model_json_schema()
+_REQUEST_ID_HEADER = "X-Request-Id"
 
 
-class ImagesHTTPServer(ThreadingHTTPServer):
-    """A threading server that knows the deployment and how to reach the launcher."""
+class ImageStore:
+    """Encoded images answered by URL: each kept ``ttl`` seconds, ``max_bytes`` in all."""
 
-    daemon_threads = True
-    allow_reuse_address = True
+    def __init__(self, ttl: float = IMAGE_URL_TTL_S, max_bytes: int = IMAGE_STORE_BYTES) -> None:
+        self.ttl = ttl
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, tuple[float, str, bytes]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
 
-    def __init__(self, server_args: ServerArgs, bridge: BridgeClient) -> None:
-        self.server_args = server_args
-        self.bridge = bridge
-        self.started = int(time.time())
-        self.request_ids = itertools.count(1)
-        # IPv4 or IPv6, whichever the host resolves to first (as `python -m http.server` does).
-        infos = socket.getaddrinfo(
-            server_args.host, server_args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    def _evict(self, now: float, incoming: int) -> None:
+        while self._items:
+            key, (expires, _, data) = next(iter(self._items.items()))
+            if expires > now and self._bytes + incoming <= self.max_bytes:
+                return
+            del self._items[key]
+            self._bytes -= len(data)
+
+    def put(self, data: bytes, media_type: str) -> str:
+        """Keep ``data``; return its id (unguessable: the URL is the only credential)."""
+        image_id = _IMAGE_ID_PREFIX + secrets.token_urlsafe(18)
+        now = time.monotonic()
+        with self._lock:
+            self._evict(now, len(data))
+            self._items[image_id] = (now + self.ttl, media_type, data)
+            self._bytes += len(data)
+        return image_id
+
+    def get(self, image_id: str) -> tuple[str, bytes] | None:
+        with self._lock:
+            self._evict(time.monotonic(), 0)
+            item = self._items.get(image_id)
+        return None if item is None else (item[1], item[2])
+
+
+def _error_response(error: ApiError, request_id: str | None = None) -> JSONResponse:
+    headers = dict(error.headers)
+    if request_id is not None:
+        headers[_REQUEST_ID_HEADER] = request_id
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+def _no_route(method: str, path: str, allowed: str | None = None) -> ApiError:
+    if allowed is not None:
+        return ApiError(
+            405,
+            f"{method} is not allowed on {path}; use {allowed}.",
+            code="method_not_allowed",
+            headers={"Allow": allowed},
         )
-        self.address_family = infos[0][0]
-        super().__init__((server_args.host, server_args.port), _Handler)
-
-    @property
-    def url(self) -> str:
-        host = self.server_address[0]
-        port = self.server_address[1]
-        text = host.decode() if isinstance(host, bytes) else str(host)
-        shown = f"[{text}]" if ":" in text else text
-        return f"http://{shown}:{port}"
+    return ApiError(
+        404, f"No route {method} {path}. This server serves {_ROUTES_TEXT}.", code="not_found"
+    )
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """Routes a request, always answering JSON; the work happens in ``_get`` / ``_generate``."""
-
-    server: ImagesHTTPServer
-    protocol_version = "HTTP/1.1"
-    server_version = f"cardcage-diffusion/{__version__}"
-    timeout = 60  # an idle keep-alive connection releases its thread after this
-    error_content_type = "application/json"
-
-    # -- plumbing -----------------------------------------------------------------------------
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
-        logger.debug("%s %s", self.address_string(), format % args)
-
-    def _send_json(
-        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _send_error(self, error: ApiError, headers: dict[str, str] | None = None) -> None:
-        self._send_json(error.status, error.body(), headers)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """The stdlib's own errors (malformed request line, unsupported method) as JSON too."""
-        self.close_connection = True
-        phrase = HTTPStatus(code).phrase if code in HTTPStatus._value2member_map_ else "Error"
-        text = message or phrase
-        if code == HTTPStatus.NOT_IMPLEMENTED:
-            code, text = 405, f"Method {self.command!r} is not allowed."
-        error_type = "invalid_request_error" if code < 500 else "server_error"
-        with contextlib.suppress(OSError):  # the client is gone
-            self._send_json(code, error_body(text, error_type=error_type, code=phrase.lower()))
-
-    def _route(self) -> str | None:
-        path = urlsplit(self.path).path
-        if path in _ROUTES:
-            methods = _ROUTES[path]
-            if self.command not in methods:
-                self._discard_body()
-                allowed = ", ".join(methods)
-                self._send_error(
-                    ApiError(
-                        405,
-                        f"{self.command} is not allowed on {path}; use {allowed}.",
-                        code="method_not_allowed",
-                    ),
-                    {"Allow": allowed},
-                )
-                return None
-            return path
-        if path.startswith(_MODELS + "/") and self.command in ("GET", "HEAD"):
-            return path
-        self._discard_body()
-        self._send_error(
-            ApiError(
-                404,
-                f"No route {self.command} {path}. This server serves POST {_GENERATIONS}, "
-                f"GET {_MODELS} and GET {_HEALTH}.",
-                code="not_found",
-            )
-        )
-        return None
-
-    def _discard_body(self) -> None:
-        """Unread body bytes would be parsed as the next request: close the connection."""
-        if self.headers.get("Content-Length") not in (None, "0") or self.headers.get(
-            "Transfer-Encoding"
-        ):
-            self.close_connection = True
-
-    def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding"):
-            self.close_connection = True
-            raise ApiError(
-                411,
-                "Chunked request bodies are not supported; send the JSON body with a "
-                "Content-Length header.",
-                code="length_required",
-            )
-        raw = self.headers.get("Content-Length")
-        if raw is None:
-            self.close_connection = True
+async def _read_body(request: Request) -> bytes:
+    """The body, refused early when it is too large (413) or its length is not declared (411)."""
+    if request.headers.get("transfer-encoding") is None:
+        declared = request.headers.getlist("content-length")
+        if not declared:
             raise ApiError(
                 411, "A Content-Length header is required on POST.", code="length_required"
             )
-        try:
-            length = int(raw)
-        except ValueError:
-            length = -1
-        if length < 0:
-            self.close_connection = True
-            raise ApiError(400, f"Invalid Content-Length {raw!r}.", code="invalid_header")
-        if length > MAX_BODY_BYTES:
-            self.close_connection = True
+        if len(set(declared)) != 1 or not declared[0].isdigit():
+            raise ApiError(
+                400, f"Invalid Content-Length {declared!r}.", code="invalid_header",
+                headers={"Connection": "close"},
+            )  # fmt: skip
+        if int(declared[0]) > MAX_BODY_BYTES:
             raise ApiError(
                 413,
-                f"The request body is {length} bytes; the limit is {MAX_BODY_BYTES} bytes.",
+                f"The request body is {declared[0]} bytes; the limit is {MAX_BODY_BYTES} bytes.",
                 code="body_too_large",
+                headers={"Connection": "close"},
             )
-        body = self.rfile.read(length)
-        if len(body) != length:
-            self.close_connection = True
-            raise ApiError(400, "The request body ended early.", code="incomplete_body")
-        return body
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(
+                413, f"The request body is larger than {MAX_BODY_BYTES} bytes.",
+                code="body_too_large", headers={"Connection": "close"},
+            )  # fmt: skip
+        chunks.append(chunk)
+    return b"".join(chunks)
 
-    # -- methods ------------------------------------------------------------------------------
-    def do_GET(self) -> None:
-        path = self._route()
-        if path is None:
+
+async def _client_gone(request: Request) -> None:
+    """Return once the client disconnects (the body is already read: receive() only reports
+    the disconnect, or the end of the response)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
             return
-        if path == _HEALTH:
-            self._health()
-            return
-        model_id = self.server.server_args.model_path
-        card = model_card(model_id, created=self.server.started)
-        if path == _MODELS:
-            self._send_json(200, {"object": "list", "data": [card]})
-            return
-        wanted = unquote(path[len(_MODELS) + 1 :])
+
+
+def _encode_images(
+    images: list[dict[str, Any]], fmt: str, quality: int | None
+) -> list[tuple[bytes, int | None]]:
+    return [
+        (encode_rgb(item["rgb"], item["width"], item["height"], fmt=fmt, quality=quality),
+         item.get("seed"))
+        for item in images
+    ]  # fmt: skip
+
+
+def create_app(
+    server_args: ServerArgs, bridge: BridgeClient, *, images: ImageStore | None = None
+) -> FastAPI:
+    """The FastAPI application of the images API (``launch_http_server_only`` serves it)."""
+    store = images or ImageStore()
+    model_id = server_args.model_path
+    created = int(time.time())
+    pool = ThreadPoolExecutor(BRIDGE_THREADS, thread_name_prefix="cardcage-diffusion-http")
+    app = FastAPI(
+        title="cardcage-diffusion",
+        version=__version__,
+        description="OpenAI's images API, served by the cardcage diffusion runtime.",
+    )
+
+    async def call(op: str, **fields: Any) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, partial(bridge.call, op, **fields))
+
+    # -- errors -------------------------------------------------------------------------------
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return _error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return _error_response(_no_route(request.method, request.url.path))
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            return _error_response(_no_route(request.method, request.url.path, allowed))
+        phrase = HTTPStatus(exc.status_code).phrase
+        error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return JSONResponse(
+            error_body(str(exc.detail), error_type=error_type, code=phrase.lower()),
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        location = [str(part) for part in first.get("loc", ())]
+        return _error_response(
+            ApiError(
+                400, f"{'.'.join(location) or 'request'}: {first.get('msg', 'invalid')}",
+                param=location[-1] if location else None, code="invalid_value",
+            )
+        )  # fmt: skip
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.error(
+            "Unhandled error serving %s %s", request.method, request.url.path, exc_info=exc
+        )
+        return JSONResponse(
+            error_body(
+                f"Internal error: {type(exc).__name__}: {exc}", error_type="server_error",
+                code="internal_error",
+            ),
+            status_code=500,
+        )  # fmt: skip
+
+    # -- models and health --------------------------------------------------------------------
+    @app.api_route("/v1/models", methods=["GET", "HEAD"], response_model=ModelList)
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card(model_id, created=created)]}
+
+    @app.api_route(
+        "/v1/models/{wanted:path}", methods=["GET", "HEAD"], response_model=ModelCard,
+        responses={404: {"model": ErrorResponse}},
+    )  # fmt: skip
+    async def get_model(wanted: str) -> dict[str, Any]:
         if wanted != model_id:
-            self._send_error(
-                ApiError(
-                    404,
-                    f"The model {wanted!r} is not served here; this server serves {model_id!r}.",
-                    param="model",
-                    code="model_not_found",
-                )
+            raise ApiError(
+                404,
+                f"The model {wanted!r} is not served here; this server serves {model_id!r}.",
+                param="model",
+                code="model_not_found",
             )
-            return
-        self._send_json(200, card)
+        return model_card(model_id, created=created)
 
-    def do_HEAD(self) -> None:
-        self.do_GET()
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    async def health() -> JSONResponse:
+        try:
+            reply = await call("health")
+        except BridgeError as exc:
+            return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
+        status = 200 if reply.get("ok") and reply.get("ready") else 503
+        return JSONResponse(dict(reply.get("health", {})), status_code=status)
 
-    # Methods no route accepts: 405 on a known path, 404 elsewhere.
-    def do_PUT(self) -> None:
-        self._route()
+    # -- images -------------------------------------------------------------------------------
+    @app.get(
+        "/v1/images/{image_id}",
+        response_class=Response,
+        responses={200: {"content": {t: {} for t in IMAGE_FORMATS.values()}},
+                   404: {"model": ErrorResponse}},
+    )  # fmt: skip
+    async def get_image(image_id: str, request: Request) -> Response:
+        if not image_id.startswith(_IMAGE_ID_PREFIX):
+            allowed = "POST" if request.url.path == _GENERATIONS else None
+            raise _no_route(request.method, request.url.path, allowed)
+        found = store.get(image_id)
+        if found is None:
+            raise ApiError(
+                404,
+                f"Image {image_id!r} is unknown or expired: images answered by URL are kept "
+                f"{store.ttl:g} s.",
+                code="image_not_found",
+            )
+        media_type, data = found
+        return Response(data, media_type=media_type, headers={"Cache-Control": "private"})
 
-    def do_DELETE(self) -> None:
-        self._route()
+    async def generate_unless_gone(
+        request: Request, request_id: str, prompt: str, params: SamplingParams
+    ) -> dict[str, Any] | None:
+        """The launcher's answer; None when the client left first (its request is cancelled)."""
+        loop = asyncio.get_running_loop()
+        work = loop.run_in_executor(
+            pool,
+            partial(
+                bridge.call, "generate", request_id=request_id, prompt=prompt,
+                params=params.to_dict(),
+            ),
+        )  # fmt: skip
+        gone = asyncio.ensure_future(_client_gone(request))
+        try:
+            waiters: list[asyncio.Future[Any]] = [work, gone]
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not gone.done():
+                gone.cancel()
+        if work.done():
+            return await _reply_of(work)
+        logger.info("Request %s: the client disconnected; cancelling it", request_id)
+        with contextlib.suppress(BridgeError):
+            await call("cancel", request_id=request_id, reason="disconnected")
+        await _reply_of(work)  # the launcher answers once the workers stopped
+        return None
 
-    def do_PATCH(self) -> None:
-        self._route()
-
-    def do_OPTIONS(self) -> None:
-        self._route()
-
-    def do_POST(self) -> None:
-        if self._route() is None:
-            return
-        request_id = next(self.server.request_ids)
+    @app.post(
+        _GENERATIONS,
+        response_model=ImagesResponse,
+        response_model_exclude_none=True,
+        responses={
+            400: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
+            413: {"model": ErrorResponse}, 503: {"model": ErrorResponse},
+            504: {"model": ErrorResponse},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
+            }
+        },
+    )  # fmt: skip
+    async def generations(request: Request) -> Response:
+        request_id = "req_" + uuid.uuid4().hex[:16]
         started = time.perf_counter()
         try:
-            body = self._read_body()
-            request = parse_image_request(body, model_id=self.server.server_args.model_path)
+            parsed = parse_image_request(await _read_body(request), model_id=model_id)
+            params = to_sampling_params(parsed)
         except ApiError as rejected:
             logger.info(
-                "Request #%d rejected (%d): %s", request_id, rejected.status, rejected.message
+                "Request %s rejected (%d): %s", request_id, rejected.status, rejected.message
             )
-            self._send_error(rejected)
-            return
-        params = request.params
+            return _error_response(rejected, request_id)
         logger.info(
-            "Request #%d received: n=%d size=%s steps=%s seed=%s",
-            request_id,
-            params.num_images,
-            request.size,
+            "Request %s received: n=%d size=%dx%d steps=%s seed=%s",
+            request_id, params.num_images, params.width, params.height,
             "default" if params.num_inference_steps is None else params.num_inference_steps,
             "default" if params.seed is None else params.seed,
-        )
-        try:
-            reply = self.server.bridge.call(
-                "generate", prompt=request.prompt, params=params.to_dict(), request_id=request_id
-            )
-        except BridgeError as exc:
-            reply = error_reply(
-                503, str(exc), error_type="server_error", code="launcher_unavailable"
-            )
+        )  # fmt: skip
+        reply = await generate_unless_gone(request, request_id, parsed.prompt, params)
         elapsed = time.perf_counter() - started
+        if reply is None:
+            logger.info("Request %s stopped after %.2f s: the client left", request_id, elapsed)
+            return Response(status_code=499)
         if not reply.get("ok"):
-            status = int(reply.get("status", 500))
-            logger.log(
-                logging.WARNING if status >= 500 else logging.INFO,
-                "Request #%d failed after %.2f s (%d): %s",
-                request_id, elapsed, status, reply.get("message"),
-            )  # fmt: skip
-            error = ApiError(
-                status,
-                str(reply.get("message")),
-                error_type=str(reply.get("type", "server_error")),
-                param=reply.get("param"),
-                code=reply.get("code"),
-            )
-            busy = error.code == "server_busy"
-            self._send_error(error, {"Retry-After": "1"} if busy else None)
-            return
-        images = [
-            {"b64_json": base64.b64encode(item["png"]).decode("ascii"), "seed": item.get("seed")}
-            for item in reply["images"]
-        ]
-        answer = images_response(images, size=request.size)
+            return _failure(reply, request_id, elapsed)
+        fmt = parsed.output_format or "png"
+        loop = asyncio.get_running_loop()
+        encoded = await loop.run_in_executor(
+            pool, _encode_images, reply["images"], fmt, parsed.output_compression
+        )
+        data: list[ImageData] = []
+        for payload, seed in encoded:
+            if parsed.response_format == "url":
+                image_id = store.put(payload, IMAGE_FORMATS[fmt])
+                url = str(request.url_for("get_image", image_id=image_id))
+                data.append(ImageData(url=url, seed=seed))
+            else:
+                data.append(
+                    ImageData(b64_json=base64.b64encode(payload).decode("ascii"), seed=seed)
+                )
+        answer = ImagesResponse(
+            created=int(time.time()), data=data, output_format=fmt,
+            size=f"{params.width}x{params.height}",
+        )  # fmt: skip
         # Logged before the answer goes out, so a client that has its images sees the line.
         logger.info(
-            "Request #%d done in %.2f s: %d image(s) %s",
-            request_id, time.perf_counter() - started, len(images), request.size,
+            "Request %s done in %.2f s: %d image(s) %dx%d %s",
+            request_id, time.perf_counter() - started, len(data), params.width, params.height, fmt,
         )  # fmt: skip
-        self._send_json(200, answer)
+        return JSONResponse(
+            answer.model_dump(exclude_none=True), headers={_REQUEST_ID_HEADER: request_id}
+        )
 
-    def _health(self) -> None:
+    app.state.image_store = store
+    app.state.bridge_pool = pool
+    return app
+
+
+async def _reply_of(work: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return await work
+    except BridgeError as exc:
+        return error_reply(503, str(exc), error_type="server_error", code="launcher_unavailable")
+
+
+def _failure(reply: dict[str, Any], request_id: str, elapsed: float) -> JSONResponse:
+    status = int(reply.get("status", 500))
+    logger.log(
+        logging.WARNING if status >= 500 else logging.INFO,
+        "Request %s failed after %.2f s (%d): %s",
+        request_id, elapsed, status, reply.get("message"),
+    )  # fmt: skip
+    code = reply.get("code")
+    retry = code in ("server_busy", "server_shutting_down", "workers_unavailable")
+    error = ApiError(
+        status,
+        str(reply.get("message")),
+        error_type=str(reply.get("type", "server_error")),
+        param=reply.get("param"),
+        code=code,
+        headers={"Retry-After": "1"} if retry else None,
+    )
+    return _error_response(error, request_id)
+
+
+# -- the process --------------------------------------------------------------------------------
+
+
+class _ChildServer(uvicorn.Server):
+    """uvicorn's server with this child's signals: SIGTERM drains and exits 0, SIGINT is
+    ignored; ``on_started`` runs once the socket accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Any) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        def drain(signum: int, frame: object) -> None:
+            logger.info("HTTP server stopping (%s): draining", signal.Signals(signum).name)
+            self.should_exit = True
+
+        previous = {
+            signal.SIGTERM: signal.signal(signal.SIGTERM, drain),
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        }
         try:
-            reply = self.server.bridge.call("health")
-        except BridgeError as exc:
-            self._send_json(503, {"status": "unavailable", "detail": str(exc)})
-            return
-        status = 200 if reply.get("ok") and reply.get("ready") else 503
-        self._send_json(status, dict(reply.get("health", {})))
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_started()
 
 
-def _serve_until_signalled(httpd: ImagesHTTPServer) -> None:
-    def stop(signum: int, frame: object) -> None:
-        logger.info("HTTP server stopping (%s)", signal.Signals(signum).name)
-        # shutdown() waits for serve_forever() to return: call it off the serving thread.
-        threading.Thread(target=httpd.shutdown, daemon=True).start()
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket (IPv4 or IPv6, whichever ``host`` resolves to first)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
-    signal.signal(signal.SIGTERM, stop)
-    # Ctrl-C reaches the whole process group; the launcher stops this process in order.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    httpd.serve_forever(poll_interval=0.5)
+
+def _url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in str(host) else str(host)
+    return f"http://{shown}:{port}"
 
 
 def launch_http_server_only(server_args: ServerArgs) -> None:
@@ -347,7 +527,7 @@ def launch_http_server_only(server_args: ServerArgs) -> None:
         )
     bridge = BridgeClient(address)
     try:
-        httpd = ImagesHTTPServer(server_args, bridge)
+        sock = _bind(server_args.host, server_args.port)
     except OSError as exc:
         message = (
             f"Cannot listen on {server_args.host}:{server_args.port}: "
@@ -359,10 +539,27 @@ def launch_http_server_only(server_args: ServerArgs) -> None:
         except BridgeError:
             logger.error("%s", message)
         raise SystemExit(1) from None
+    url = _url_of(sock)
+    app = create_app(server_args, bridge)
+    config = uvicorn.Config(
+        app,
+        http="h11",
+        loop="asyncio",
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+
+    def started() -> None:
+        bridge.call("listening", url=url, pid=os.getpid())
+        logger.info("HTTP server listening on %s", url)
+
+    server = _ChildServer(config, started)
     try:
-        bridge.call("listening", url=httpd.url, pid=os.getpid())
-        logger.info("HTTP server listening on %s", httpd.url)
-        _serve_until_signalled(httpd)
+        asyncio.run(server.serve(sockets=[sock]))
     finally:
-        httpd.server_close()
+        sock.close()
+        app.state.bridge_pool.shutdown(wait=False, cancel_futures=True)
     logger.info("HTTP server stopped")

@@ -15,22 +15,30 @@ Process model (all children from the launcher's local spawn context)::
    they are ready ``/health`` answers 503;
 4. once the child reports its socket bound, print the URL and supervise: the HTTP child exiting
    ends the command with 1; a worker exiting is logged and turns ``/health`` to 503;
-5. on a signal (or any failure): stop the HTTP child (SIGTERM, then SIGKILL), close the bridge,
-   shut the workers down (which reaps them and their shared memory). Nothing outlives it.
+5. on a signal (or any failure): cancel every admitted request (the running one stops at its
+   next denoising step on every worker; each is answered 503 through the HTTP child), stop the
+   HTTP child (SIGTERM: it stops accepting, finishes sending those answers, exits; SIGKILL after
+   ``HTTP_STOP_TIMEOUT``), close the bridge, shut the workers down (which reaps them and their
+   shared memory). Nothing outlives it; the exit status is 0.
 
 Generation requests run one at a time (``WorkerGroup`` serves one request per group); at most
-``max_queue`` wait behind the running one, and the next is refused with 503 and ``Retry-After``.
+``ServeLimits.max_queue`` wait behind the running one, and the next is refused at once with 503
+and ``Retry-After`` (a bounded queue, never an unbounded one: a client learns at once that it
+should come back). A request beyond ``ServeLimits`` is refused before it is queued; a request
+whose client disconnects (the HTTP child sends ``cancel``) or whose deadline passes is stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +48,7 @@ from cardcage.diffusion.errors import (
     InvalidArgumentError,
     LauncherClosedError,
     PipelineUnavailableError,
+    RequestCancelledError,
     WorkerError,
     WorkerRequestError,
 )
@@ -48,7 +57,8 @@ from cardcage.diffusion.runtime.managers.launcher import start_http_server
 
 from .bridge import BridgeServer, error_reply
 from .errors import HttpServerError
-from .openai_api import sampling_error
+from .limits import DEFAULT_MAX_QUEUE, ServeLimits
+from .openai_api import ApiError, sampling_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -61,11 +71,30 @@ __all__ = ["DEFAULT_MAX_QUEUE", "ImageBackend", "ServeStopped", "serve"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_QUEUE = 8
 HTTP_START_TIMEOUT = 60.0
-HTTP_STOP_TIMEOUT = 5.0
+HTTP_STOP_TIMEOUT = 30.0
+"""How long the HTTP child gets to drain: in-flight requests are cancelled first, so it is
+answering them with 503 (each worker stops at its next denoising step) rather than waiting."""
 WORKER_STOP_GRACE = 3.0
 _PARAM_ERRORS = ("GenerationParamsError", "InvalidSamplingParamsError")
+RETRY_AFTER_S = "1"
+
+# Why a request stopped before it finished -> its answer.
+_CANCELLED_REPLIES: dict[str, tuple[int, str, str]] = {
+    "deadline": (
+        504, "deadline_exceeded",
+        "The request did not finish within this server's deadline of {timeout:g} s "
+        "(serve --request-timeout) and was stopped; ask for fewer or smaller images or fewer "
+        "steps.",
+    ),
+    "disconnected": (
+        499, "client_closed_request", "The client closed the connection; the request was stopped.",
+    ),
+    "shutdown": (
+        503, "server_shutting_down",
+        "The server is shutting down; the request was stopped. Retry on a running server.",
+    ),
+}  # fmt: skip
 
 
 class ServeStopped(BaseException):
@@ -76,23 +105,33 @@ class ServeStopped(BaseException):
         self.signum = signum
 
 
-def _images_of(result: Any) -> list[Any]:
-    if isinstance(result, list | tuple):
-        return list(result)
-    return [result]
+@dataclass
+class _Job:
+    """One admitted generation request (running or waiting for the slot)."""
+
+    request_id: str
+    cancelled: str | None = None  # a key of _CANCELLED_REPLIES once stopped
+    running: bool = False
 
 
 class ImageBackend:
-    """Answers the bridge: generation through the ``DiffGenerator``, health, child reports."""
+    """Answers the bridge: generation through the ``DiffGenerator``, health, child reports.
 
-    def __init__(self, model_path: str, *, max_queue: int, wake_fd: int) -> None:
+    Admission: one request runs (the worker group serves one at a time); up to
+    ``limits.max_queue`` more wait for the slot; beyond that a request is refused at once with
+    503 and ``Retry-After``. ``cancel(request_id, reason)`` stops a waiting request at once and a
+    running one at its next denoising step; each request gets a ``threading.Timer`` that cancels
+    it with reason ``"deadline"`` after ``limits.request_timeout`` seconds.
+    """
+
+    def __init__(self, model_path: str, *, limits: ServeLimits, wake_fd: int) -> None:
         self.model_path = model_path
-        self.max_queue = max_queue
+        self.limits = limits
         self._wake_fd = wake_fd
         self._generator: DiffGenerator | None = None
-        self._run_lock = threading.Lock()  # one generation at a time
-        self._count_lock = threading.Lock()
-        self._pending = 0  # running + waiting
+        self._slot = threading.Condition()  # guards _busy and _jobs
+        self._busy = False
+        self._jobs: dict[str, _Job] = {}
         self.http_url: str | None = None
         self.http_failure: str | None = None
         self.stopping = False
@@ -104,11 +143,21 @@ class ImageBackend:
         with contextlib.suppress(OSError):
             os.write(self._wake_fd, b"!")
 
+    def _default_steps(self) -> int | None:
+        generator = self._generator
+        if generator is None or not generator.workers.workers:
+            return None
+        steps = generator.workers.workers[0].info.get("default_steps")
+        return steps if isinstance(steps, int) else None
+
     # -- the bridge operations ------------------------------------------------------------------
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message["op"]
         if op == "generate":
             return self._generate(message)
+        if op == "cancel":
+            reason = str(message.get("reason", "disconnected"))
+            return {"ok": True, "cancelled": self.cancel(str(message["request_id"]), reason)}
         if op == "health":
             return self._health()
         if op == "listening":
@@ -138,56 +187,111 @@ class ImageBackend:
             "status": status,
             "model": self.model_path,
             "workers": workers,
-            "queued": self._pending,
+            "queued": len(self._jobs),
+            "limits": self.limits.to_dict(),
         }
         return {"ok": True, "ready": ready, "health": health}
 
+    def cancel(self, request_id: str, reason: str) -> bool:
+        """Stop ``request_id`` (waiting: at once; running: at its next denoising step)."""
+        with self._slot:
+            job = self._jobs.get(request_id)
+            if job is None:
+                return False
+            if job.cancelled is None:
+                job.cancelled = reason
+            running = job.running
+            self._slot.notify_all()
+        generator = self._generator
+        if running and generator is not None:
+            logger.info("Request %s: cancelling (%s)", request_id, reason)
+            generator.cancel(request_id)
+        return True
+
+    def cancel_all(self, reason: str) -> None:
+        with self._slot:
+            ids = list(self._jobs)
+        for request_id in ids:
+            self.cancel(request_id, reason)
+
     def _generate(self, message: dict[str, Any]) -> dict[str, Any]:
         generator = self._generator
+        request_id = str(message["request_id"])
         if generator is None or self.stopping:
             state = "stopping" if self.stopping else "still starting"
             return error_reply(
                 503, f"The diffusion workers are {state}; retry shortly.",
                 error_type="server_error", code="workers_unavailable",
             )  # fmt: skip
-        with self._count_lock:
-            if self._pending > self.max_queue:
+        try:
+            params = SamplingParams.from_dict(dict(message["params"]))
+            self.limits.check(params, default_steps=self._default_steps())
+        except InvalidArgumentError as exc:
+            fields = message["params"]
+            return _api_reply(sampling_error(exc, width=fields["width"], height=fields["height"]))
+        except ApiError as exc:
+            logger.info("Request %s refused (%d): %s", request_id, exc.status, exc.message)
+            return _api_reply(exc)
+        with self._slot:
+            if len(self._jobs) > self.limits.max_queue:
                 return error_reply(
                     503,
-                    f"The server is busy: {self._pending} image requests are running or queued "
-                    f"(limit {self.max_queue + 1}). Retry later.",
+                    f"The server is busy: {len(self._jobs)} image requests are running or "
+                    f"queued (limit {self.limits.max_queue + 1}). Retry later.",
                     error_type="server_error",
                     code="server_busy",
                 )
-            self._pending += 1
+            job = self._jobs[request_id] = _Job(request_id)
+        deadline = threading.Timer(
+            self.limits.request_timeout, self.cancel, args=(request_id, "deadline")
+        )
+        deadline.daemon = True
+        deadline.start()
         try:
-            with self._run_lock:
-                return self._run(generator, message)
+            with self._slot:
+                while self._busy and job.cancelled is None and not self.stopping:
+                    self._slot.wait()
+                reason = job.cancelled or ("shutdown" if self.stopping else None)
+                if reason is not None:
+                    job.cancelled = reason
+                    return self._cancelled_reply(job)
+                self._busy = job.running = True
+            try:
+                return self._run(generator, params, message, job)
+            finally:
+                with self._slot:
+                    self._busy = job.running = False
+                    self._slot.notify_all()
         finally:
-            with self._count_lock:
-                self._pending -= 1
+            deadline.cancel()
+            with self._slot:
+                self._jobs.pop(request_id, None)
 
-    def _run(self, generator: DiffGenerator, message: dict[str, Any]) -> dict[str, Any]:
-        request_id = message.get("request_id")
+    def _cancelled_reply(self, job: _Job) -> dict[str, Any]:
+        status, code, text = _CANCELLED_REPLIES[job.cancelled or "shutdown"]
+        logger.info("Request %s stopped (%s)", job.request_id, job.cancelled)
+        return error_reply(
+            status, text.format(timeout=self.limits.request_timeout),
+            error_type="server_error", code=code,
+        )  # fmt: skip
+
+    def _run(
+        self, generator: DiffGenerator, params: SamplingParams, message: dict[str, Any], job: _Job
+    ) -> dict[str, Any]:
+        request_id = job.request_id
         started = time.perf_counter()
         try:
-            params = SamplingParams.from_dict(dict(message["params"]))
-            result = generator.generate(prompt=message["prompt"], sampling_params=params)
-            images = [{"png": image.to_png(), "seed": getattr(image, "seed", None)}
-                      for image in _images_of(result)]  # fmt: skip
+            answer = generator.generate_raw(message["prompt"], params, request_id=request_id)
+        except RequestCancelledError:
+            return self._cancelled_reply(job)
         except InvalidArgumentError as exc:  # the pipeline's own limits (a model's largest side)
-            fields = message["params"]
-            error = sampling_error(exc, width=fields["width"], height=fields["height"])
-            return error_reply(
-                error.status, error.message, error_type=error.type, code=error.code,
-                param=error.param,
-            )  # fmt: skip
+            return _api_reply(sampling_error(exc, width=params.width, height=params.height))
         except WorkerRequestError as exc:
             if exc.error_type.rsplit(".", 1)[-1] in _PARAM_ERRORS:
                 return error_reply(
                     400, exc.error_message, error_type="invalid_request_error", code="invalid_value"
                 )
-            logger.error("Request #%s failed in a worker: %s", request_id, exc)
+            logger.error("Request %s failed in a worker: %s", request_id, exc)
             return error_reply(
                 500,
                 f"Worker rank {exc.rank} failed: {exc.error_type}: {exc.error_message}",
@@ -197,14 +301,28 @@ class ImageBackend:
         except (LauncherClosedError, PipelineUnavailableError) as exc:
             return error_reply(503, str(exc), error_type="server_error", code="workers_unavailable")
         except WorkerError as exc:  # a worker died or failed: the group is shut down
-            logger.error("Request #%s: %s", request_id, exc)
+            if self.stopping:  # a signal to the whole process group reached the workers too
+                job.cancelled = job.cancelled or "shutdown"
+                return self._cancelled_reply(job)
+            logger.error("Request %s: %s", request_id, exc)
             message_text = str(exc).split("\n--- worker traceback ---", 1)[0]
             return error_reply(500, message_text, error_type="server_error", code="worker_died")
+        images = [
+            {"rgb": item["rgb"], "width": item["width"], "height": item["height"],
+             "seed": item.get("seed")}
+            for item in answer["images"]
+        ]  # fmt: skip
         logger.info(
-            "Request #%s: %d image(s) generated in %.2f s",
+            "Request %s: %d image(s) generated in %.2f s",
             request_id, len(images), time.perf_counter() - started,
         )  # fmt: skip
         return {"ok": True, "images": images}
+
+
+def _api_reply(error: ApiError) -> dict[str, Any]:
+    return error_reply(
+        error.status, error.message, error_type=error.type, code=error.code, param=error.param
+    )
 
 
 @contextlib.contextmanager
@@ -252,7 +370,7 @@ def _check_port_free(host: str, port: int) -> None:
         raise HttpServerError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP child does
         try:
             probe.bind(address)
         except OSError as exc:
@@ -326,26 +444,33 @@ def _stop_http_child(http: BaseProcess) -> None:
 def serve(
     server_args: ServerArgs,
     *,
-    max_queue: int = DEFAULT_MAX_QUEUE,
+    max_queue: int | None = None,
+    limits: ServeLimits | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> int:
     """Run the server until SIGTERM/SIGINT; return the exit status (0 after a signal).
 
-    ``on_ready(url)`` runs once the workers are ready and the HTTP child listens.
+    ``on_ready(url)`` runs once the workers are ready and the HTTP child listens (with the
+    port it actually bound: ``server_args.port`` 0 picks a free one). ``limits`` bounds each
+    request (``ServeLimits()`` by default); ``max_queue`` overrides ``limits.max_queue``.
 
     Raises ``HttpServerError`` if the HTTP child cannot start, and the launcher's errors
     (``WorkerFailedError``...) if the workers cannot; everything started is stopped first.
     """
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
-    backend = ImageBackend(server_args.model_path, max_queue=max_queue, wake_fd=wake_w)
+    limits = limits or ServeLimits()
+    if max_queue is not None:
+        limits = dataclasses.replace(limits, max_queue=max_queue)
+    backend = ImageBackend(server_args.model_path, limits=limits, wake_fd=wake_w)
     bridge: BridgeServer | None = None
     http: BaseProcess | None = None
     generator: DiffGenerator | None = None
     status = 0
     with _stop_on_signals() as stopping:
         try:
-            _check_port_free(server_args.host, server_args.port)
+            if server_args.port != 0:
+                _check_port_free(server_args.host, server_args.port)
             bridge = BridgeServer(backend)
             bridge.start()
             http = _start_http_child(server_args, bridge.address)
@@ -361,6 +486,9 @@ def serve(
             stopping[0] = True
             backend.stopping = True
             started = time.perf_counter()
+            # Running and waiting requests stop now (the workers at their next denoising step)
+            # and are answered 503 through the HTTP child, which drains before it exits.
+            backend.cancel_all("shutdown")
             if http is not None:
                 _stop_http_child(http)
             if bridge is not None:

@@ -15,19 +15,35 @@ name at module scope and import this module only when ``from_pretrained()`` runs
 runs the pipeline and rank 0 sends the images back. Arguments are checked here first, and what
 only the model can check (a size the ranks cannot split) comes back as the same
 ``InvalidSamplingParamsError``; the workers keep serving after either.
+
+A request may carry a ``request_id`` (any string): every worker logs it, and ``cancel(request_id)``
+from another thread stops that request at its next denoising step on every worker (``generate``
+then raises ``RequestCancelledError``; the workers stay up for the next request).
+
+``from_pretrained()`` applies the plugin hooks in this process before it builds ``ServerArgs``
+(as SGLang's launcher does), so a vendor's hook on ``ServerArgs`` or ``SamplingParams`` shapes
+the arguments given here, not only the workers' copies.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from cardcage.diffusion.configs.sampling_params import MAX_IMAGES_PER_REQUEST, SamplingParams
-from cardcage.diffusion.errors import InvalidSamplingParamsError, WorkerRequestError
+from cardcage.diffusion.errors import (
+    InvalidSamplingParamsError,
+    RequestCancelledError,
+    WorkerRequestError,
+)
+from cardcage.diffusion.runtime.platforms.plugins import apply_plugin_hooks
 from cardcage.diffusion.runtime.server_args import ServerArgs
 
 from .images import DiffusionImage
 from .launcher import WorkerGroup, launch_workers
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["DiffGenerator", "DiffusionImage"]
 
@@ -45,6 +61,12 @@ def _reraise_argument_error(error: WorkerRequestError) -> None:
         str(details.get("expected")),
         message=error.error_message,
     ) from error
+
+
+def _reraise_cancellation(error: WorkerRequestError, request_id: str | None) -> None:
+    """Raise a worker's ``RequestCancelledError`` again as that typed error."""
+    if error.error_type.rsplit(".", 1)[-1] == RequestCancelledError.__name__:
+        raise RequestCancelledError(request_id) from error
 
 
 class DiffGenerator:
@@ -69,6 +91,7 @@ class DiffGenerator:
         complete ``server_args``. Raises ``WorkerFailedError`` / ``WorkerDiedError`` naming the
         rank that failed to start (an unknown model fails every rank's initialization).
         """
+        apply_plugin_hooks()  # before ServerArgs is built: its hooks must see these keywords
         if server_args is None:
             if model_path is None:
                 raise TypeError("DiffGenerator.from_pretrained() needs model_path= or server_args=")
@@ -82,18 +105,33 @@ class DiffGenerator:
 
     @overload
     def generate(
-        self, prompt: str, sampling_params: SamplingParams | None = None, **kwargs: Any
+        self,
+        prompt: str,
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        on_step: Callable[[int, int], None] | None = None,
+        **kwargs: Any,
     ) -> DiffusionImage | list[DiffusionImage]: ...
 
     @overload
     def generate(
-        self, prompt: list[str], sampling_params: SamplingParams | None = None, **kwargs: Any
+        self,
+        prompt: list[str],
+        sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        on_step: Callable[[int, int], None] | None = None,
+        **kwargs: Any,
     ) -> list[DiffusionImage]: ...
 
     def generate(
         self,
         prompt: str | list[str],
         sampling_params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        on_step: Callable[[int, int], None] | None = None,
         **kwargs: Any,
     ) -> DiffusionImage | list[DiffusionImage]:
         """Generate images for ``prompt``.
@@ -104,10 +142,15 @@ class DiffGenerator:
         image ``i`` of the request seeded with ``seed + i`` (the seed defaults to
         ``ServerArgs.seed``). At most 16 images per request.
 
+        ``on_step(step, total)`` is called in this process after each denoising step (rank 0
+        reports them while it computes; 1-based ``step``), e.g. to draw a progress bar; an
+        exception it raises propagates out of ``generate``.
+
         Raises ``InvalidSamplingParamsError`` (a ``ValueError``) for bad arguments, whether
         found here or by the pipeline; the workers keep serving. ``WorkerDiedError`` /
         ``WorkerFailedError`` when a worker died or failed meanwhile (the group is shut down),
-        ``LauncherClosedError`` after ``shutdown()``.
+        ``LauncherClosedError`` after ``shutdown()``, ``RequestCancelledError`` when
+        ``cancel(request_id)`` stopped it.
         """
         if isinstance(prompt, str):
             prompts = [prompt]
@@ -137,14 +180,19 @@ class DiffGenerator:
                 f"asks for {total} images; one request makes at most {MAX_IMAGES_PER_REQUEST}. "
                 "Split the request.",
             )
-        answer = self.generate_raw(prompts, sampling_params)
+        answer = self.generate_raw(prompts, sampling_params, request_id=request_id, on_step=on_step)
         images = [DiffusionImage.from_wire(item) for item in answer["images"]]
         if isinstance(prompt, str) and sampling_params.num_images == 1:
             return images[0]
         return images
 
     def generate_raw(
-        self, prompt: str | list[str], sampling_params: SamplingParams | dict[str, Any] | None
+        self,
+        prompt: str | list[str],
+        sampling_params: SamplingParams | dict[str, Any] | None,
+        *,
+        request_id: str | None = None,
+        on_step: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         """Send one ``generate`` request to rank 0 and return its plain-data answer.
 
@@ -156,13 +204,21 @@ class DiffGenerator:
             if isinstance(sampling_params, SamplingParams)
             else sampling_params
         )
-        payload = {"prompt": prompt, "sampling_params": params}
+        payload: dict[str, Any] = {"prompt": prompt, "sampling_params": params}
+        if request_id is not None:
+            payload["request_id"] = request_id
         try:
-            answer: dict[str, Any] = self.workers.submit("generate", payload)
+            answer: dict[str, Any] = self.workers.submit("generate", payload, on_progress=on_step)
         except WorkerRequestError as error:
             _reraise_argument_error(error)
+            _reraise_cancellation(error, request_id)
             raise
         return answer
+
+    def cancel(self, request_id: str) -> bool:
+        """Stop the running request sent with ``request_id`` at its next denoising step (any
+        thread; returns at once). False when the latest request carries another id."""
+        return self.workers.cancel(request_id)
 
     def shutdown(self) -> None:
         """Stop every worker process (idempotent)."""

@@ -9,7 +9,8 @@ A worker starts in this order (``run_scheduler_process``):
 1. ``GPUWorker.init_device_and_model()``, the documented BEFORE/AROUND hook point for rank-aware
    set-up (``rank``, ``local_rank`` and ``world_size`` are attributes of the worker): the
    platform's local device, ``torch.distributed`` over ``world_size`` ranks with the platform's
-   backend (gloo on CPU) and a rendezvous at ``127.0.0.1:master_port``, the sequence-parallel
+   backend (gloo on CPU) and a rendezvous through rank 0's TCPStore on ``127.0.0.1:master_port``
+   (see ``init_distributed`` for why the port cannot be taken meanwhile), the sequence-parallel
    group and its all-to-all communicator (the class the platform names in
    ``get_all_to_all_communicator_cls()``), and the pipeline built on the device with that
    communicator;
@@ -22,7 +23,17 @@ as an ``InvalidSamplingParamsError`` and reaches no other rank), broadcasts it t
 queue, and every rank runs the pipeline with the same request: the ranks split the image tokens
 and exchange them with the communicator's ``all_to_all_4D`` around attention, and each ends with
 the whole image.
-Rank 0 answers with the images as raw RGB bytes and logs each denoising step at INFO.
+Rank 0 answers with the images as raw RGB bytes; it logs each denoising step at DEBUG and
+reports it to the launcher as a ``protocol.Progress`` (what ``generate``'s progress bar draws).
+
+Cancellation: while rank 0 runs a request it owns no thread reading its pipe, so after every
+denoising step it polls the pipe without blocking (``GPUWorker.cancel_requested``): a
+``Cancel`` naming the running request (or a ``Shutdown``, or the pipe's end) means stop. The
+decision must reach every rank at the same step, or the next step's collectives would pair a
+rank that stopped with one that did not; so after each step rank 0 broadcasts one int over the
+CPU group and every rank stops when it reads 1 (``GPUWorker.check_cancelled``). Each rank raises
+``RequestCancelledError``; rank 0 answers the request with it and the followers go back to
+waiting: the group stays in step and serves the next request at once.
 
 The other ranks wait on the queue, and a thread of theirs watches the launcher's pipe: a
 ``Shutdown`` or the pipe's end cancels the wait. A rank that raises in the middle of a request
@@ -47,6 +58,7 @@ from cardcage.diffusion.errors import (
     InvalidSamplingParamsError,
     InvalidServerArgsError,
     PipelineUnavailableError,
+    RequestCancelledError,
     UnknownRequestError,
     WrongRankError,
 )
@@ -55,10 +67,11 @@ from cardcage.diffusion.runtime.platforms.current import (
     initialize_current_platform,
 )
 
-from .protocol import Ready, Request, Response, Shutdown, WorkerFailure
-from .worker_bootstrap import bootstrap_timings
+from .protocol import Cancel, Progress, Ready, Request, Response, Shutdown, WorkerFailure
+from .worker_bootstrap import bootstrap_timings, take_rendezvous_listener
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.connection import Connection
 
     from cardcage.diffusion.runtime.distributed import DeviceCommunicatorBase
@@ -164,7 +177,18 @@ class GPUWorker:
         #: Set when a distributed request failed after it was broadcast: the ranks are out of
         #: step, so this group serves nothing more.
         self.broken: BaseException | None = None
+        #: Rank 0, while it serves a request: called with ``(step, total)`` after each
+        #: denoising step (``serve_requests`` sends it to the launcher as ``Progress``).
+        self.report_step: Callable[[int, int], None] | None = None
         self._requests = 0
+        #: Rank 0: the launcher's pipe, polled between denoising steps for ``Cancel``.
+        self.control: Connection | None = None
+        #: Rank 0: the launcher's id of the request being served (what a ``Cancel`` names).
+        self.running_request: int | None = None
+        #: Rank 0: a ``Shutdown`` (or the pipe's end) arrived during a request.
+        self.shutdown_requested = False
+        #: Rank 0: the pipe ended during a request (nobody is left to answer).
+        self.launcher_gone = False
 
     # -- initialization -------------------------------------------------------------------------
     def init_device_and_model(self) -> None:
@@ -199,7 +223,8 @@ class GPUWorker:
 
     def init_distributed(self) -> None:
         """Join ``torch.distributed``: ``world_size`` ranks, the platform's backend, rendezvous
-        on ``127.0.0.1:master_port`` (the launcher picks a free port when none is set)."""
+        through a TCPStore that rank 0 serves on ``127.0.0.1:master_port`` (``_rendezvous_store``).
+        """
         import datetime
 
         import torch.distributed as dist
@@ -218,7 +243,7 @@ class GPUWorker:
                 options["device_id"] = self.device
             dist.init_process_group(
                 backend=backend,
-                init_method=f"tcp://127.0.0.1:{port}",
+                store=self._rendezvous_store(port),
                 rank=self.rank,
                 world_size=self.world_size,
                 timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S),
@@ -237,6 +262,53 @@ class GPUWorker:
         )
         self.sp_group = self.world_group if self.world_size > 1 else None
         self.sp_communicator = self.build_sp_communicator()
+
+    def _rendezvous_store(self, port: int) -> Any:
+        """The ``TCPStore`` every rank meets in: rank 0 serves it, the others connect to it.
+
+        When the launcher chose the port (``master_port`` unset), it bound a socket to
+        ``127.0.0.1:0`` itself, kept it listening and handed it to rank 0 through spawn
+        (``take_rendezvous_listener()``); rank 0's store serves on that very socket. The port is
+        bound from the moment the kernel picks it until the group is gone, so no other process
+        can take it in between: the race of probing a free port, closing it and binding it
+        again (which once ended in EADDRINUSE) cannot happen. Ranks that connect before rank 0's
+        store runs wait in the socket's backlog. With an explicit ``master_port`` (or a worker
+        started without a launcher), rank 0 binds the port the caller chose.
+        Either way the store listens on the loopback interface only.
+        """
+        import datetime
+        import socket
+
+        import torch
+        from torch.distributed import TCPStore
+
+        timeout = datetime.timedelta(seconds=DIST_TIMEOUT_S)
+        if self.rank != 0:
+            return TCPStore("127.0.0.1", port, self.world_size, False, timeout)
+        listener = take_rendezvous_listener()
+        if listener is None:
+            try:
+                listener = socket.create_server(("127.0.0.1", port), backlog=self.world_size)
+            except OSError as exc:
+                raise InvalidServerArgsError(
+                    "master_port",
+                    port,
+                    "a free TCP port on 127.0.0.1",
+                    message=f"Rank 0 cannot listen on 127.0.0.1:{port} for the workers' "
+                    f"rendezvous ({exc.strerror or exc}). Choose another ServerArgs.master_port, "
+                    "or leave it unset so the launcher picks one that cannot be taken.",
+                ) from exc
+        fd = listener.detach()  # the store owns the socket from here and closes it
+        try:
+            return TCPStore(
+                "127.0.0.1", port, self.world_size, True, timeout, wait_for_workers=False,
+                master_listen_fd=fd,
+                # libuv's server serves an inherited socket from torch 2.8 on (pytorch#150215).
+                use_libuv=torch.__version__ >= "2.8",
+            )  # fmt: skip
+        except BaseException:
+            os.close(fd)
+            raise
 
     def build_sp_communicator(self) -> DeviceCommunicatorBase:
         """The platform's all-to-all communicator for ``sp_group`` on this rank's device.
@@ -301,6 +373,12 @@ class GPUWorker:
             "device": str(self.device),
             "backend": self.backend,
             "model_path": self.server_args.model_path,
+            # What a request without num_inference_steps runs (the server's limits use it).
+            "default_steps": getattr(
+                getattr(getattr(self.pipeline, "model", None), "config", None),
+                "default_steps",
+                None,
+            ),
         }
 
     # -- requests -------------------------------------------------------------------------------
@@ -335,23 +413,30 @@ class GPUWorker:
             )
         pipeline = self._require_pipeline()
         prompts, params = _prepare(payload, self.server_args.seed)
+        request_id = _request_id_of(payload)
         pipeline.check_request(prompts, params)  # before any other rank sees it
         self._requests += 1
         number = self._requests
+        label = request_id or f"#{number}"
         started = time.perf_counter()
         queue = self.broadcast_queue
         try:
             if queue is not None:
-                queue.enqueue((_GENERATE, number, prompts, params.to_dict()), DIST_TIMEOUT_S)
-            images = self.run_generate(number, prompts, params)
+                queue.enqueue(
+                    (_GENERATE, number, prompts, params.to_dict(), request_id), DIST_TIMEOUT_S
+                )
+            images = self.run_generate(number, prompts, params, request_id=request_id)
+        except RequestCancelledError as exc:
+            logger.info("Request %s cancelled after step %s/%s", label, exc.step, exc.total)
+            raise
         except BaseException as exc:
             if queue is not None:
                 self.broken = exc
             raise
         elapsed = time.perf_counter() - started
         logger.info(
-            "Request #%d: %d image(s) %dx%d in %.2f s",
-            number, len(images), params.width, params.height, elapsed,
+            "Request %s: %d image(s) %dx%d in %.2f s",
+            label, len(images), params.width, params.height, elapsed,
         )  # fmt: skip
         return {
             "images": [
@@ -368,17 +453,63 @@ class GPUWorker:
         }
 
     def run_generate(
-        self, number: int, prompts: list[str], params: SamplingParams
+        self,
+        number: int,
+        prompts: list[str],
+        params: SamplingParams,
+        *,
+        request_id: str | None = None,
     ) -> list[GeneratedImage]:
-        """Every rank: run the pipeline on one request (the same call on every rank)."""
-        pipeline = self._require_pipeline()
-        on_step = None
-        if self.rank == 0:
+        """Every rank: run the pipeline on one request (the same call on every rank).
 
-            def on_step(step: int, total: int) -> None:
-                logger.info("Request #%d: denoising step %d/%d", number, step, total)
+        Raises ``RequestCancelledError`` on every rank at the same step when rank 0 was asked
+        to cancel it."""
+        pipeline = self._require_pipeline()
+        label = request_id or f"#{number}"
+        report = self.report_step if self.rank == 0 else None
+
+        def on_step(step: int, total: int) -> None:
+            if self.rank == 0:
+                logger.debug("Request %s: denoising step %d/%d", label, step, total)
+            if report is not None:
+                report(step, total)
+            self.check_cancelled(label, step, total)
 
         return pipeline.generate(prompts, params, on_step=on_step)
+
+    # -- cancellation ---------------------------------------------------------------------------
+    def cancel_requested(self) -> bool:
+        """Rank 0: read the launcher's pipe without blocking; True when it asks to stop the
+        running request (a ``Cancel`` naming it, a ``Shutdown``, or the pipe's end)."""
+        pipe = self.control
+        if pipe is None:
+            return False
+        cancel = False
+        try:
+            while pipe.poll(0):
+                message = pipe.recv()
+                if isinstance(message, Cancel):
+                    cancel = cancel or message.request_id == self.running_request
+                elif isinstance(message, Shutdown):
+                    self.shutdown_requested = cancel = True
+        except (EOFError, OSError):  # the launcher is gone: nobody waits for this request
+            self.control = None
+            self.shutdown_requested = self.launcher_gone = cancel = True
+        return cancel
+
+    def check_cancelled(self, label: str, step: int, total: int) -> None:
+        """Every rank, after each denoising step: raise ``RequestCancelledError`` together when
+        rank 0 was asked to stop (rank 0's decision is broadcast over the CPU group)."""
+        cancel = self.cancel_requested() if self.rank == 0 else False
+        if self.world_size > 1 and self.cpu_group is not None:
+            import torch
+            import torch.distributed as dist
+
+            flag = torch.tensor([1 if cancel else 0], dtype=torch.int32)
+            dist.broadcast(flag, src=0, group=self.cpu_group)
+            cancel = bool(flag.item())
+        if cancel:
+            raise RequestCancelledError(label, step=step, total=total)
 
     # -- teardown -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -402,6 +533,14 @@ class GPUWorker:
         self.sp_communicator = None
 
 
+def _request_id_of(payload: dict[str, Any]) -> str | None:
+    """The caller's id for a request (logged on every side), or None."""
+    value = payload.get("request_id")
+    if value is not None and not isinstance(value, str):
+        raise InvalidSamplingParamsError("request_id", value, "a str or None")
+    return value
+
+
 def _answer(worker: GPUWorker, request: Request) -> Response | WorkerFailure:
     """The reply to a request: a ``Response``, or a bare ``WorkerFailure`` once the group broke."""
     try:
@@ -419,7 +558,10 @@ def _answer(worker: GPUWorker, request: Request) -> Response | WorkerFailure:
 
 
 def serve_requests(worker: GPUWorker, pipe: Connection) -> None:
-    """Rank 0 (or a lone rank): answer ``Request`` messages until ``Shutdown`` or end of file."""
+    """Rank 0 (or a lone rank): answer ``Request`` messages until ``Shutdown`` or end of file.
+
+    A ``Cancel`` read here names a request that already finished: it is ignored."""
+    worker.control = pipe
     try:
         while True:
             try:
@@ -430,12 +572,38 @@ def serve_requests(worker: GPUWorker, pipe: Connection) -> None:
             if isinstance(message, Shutdown):
                 logger.debug("Rank %d: shutdown requested", worker.rank)
                 return
+            if isinstance(message, Cancel):
+                continue
             if not isinstance(message, Request):
                 logger.warning("Rank %d ignored an unexpected message %r", worker.rank, message)
                 continue
-            pipe.send(_answer(worker, message))
+            worker.running_request = message.request_id
+            worker.report_step = _progress_sender(pipe, message.request_id)
+            try:
+                reply = _answer(worker, message)
+            finally:
+                worker.running_request = None
+                worker.report_step = None
+            if worker.launcher_gone:  # the pipe ended during the request: nobody to answer
+                logger.info("Rank %d: launcher pipe closed, exiting", worker.rank)
+                return
+            pipe.send(reply)
+            if worker.shutdown_requested:
+                logger.debug("Rank %d: shutdown requested during a request", worker.rank)
+                return
     finally:
         worker.close()
+
+
+def _progress_sender(pipe: Connection, request_id: int) -> Callable[[int, int], None]:
+    """``report_step`` for one request: a ``Progress`` to the launcher (best effort: a pipe that
+    broke fails the answer a moment later anyway, not the computation)."""
+
+    def send(step: int, total: int) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            pipe.send(Progress(request_id, step, total))
+
+    return send
 
 
 def _watch_pipe(
@@ -497,9 +665,13 @@ def follow_rank0(worker: GPUWorker, pipe: Connection) -> None:
                 raise SystemExit(1) from None
             if message[0] == _STOP:
                 return
-            _, number, prompts, params = message
+            _, number, prompts, params, request_id = message
             try:
-                worker.run_generate(number, prompts, SamplingParams.from_dict(params))
+                worker.run_generate(
+                    number, prompts, SamplingParams.from_dict(params), request_id=request_id
+                )
+            except RequestCancelledError:
+                continue  # every rank stopped at the same step: the group is still in step
             except Exception as exc:
                 worker.broken = exc
                 logger.exception("Rank %d failed during request #%d", worker.rank, number)

@@ -7,8 +7,10 @@
 * uses a local ``multiprocessing.get_context("spawn")``, whatever start method the embedding
   application chose globally: a forked worker would inherit this process's imported modules and
   applied patches, and the lifecycle order would mean nothing;
-* picks a free rendezvous port for the workers' ``torch.distributed`` group when
-  ``ServerArgs.master_port`` is None;
+* when ``ServerArgs.master_port`` is None, binds the workers' ``torch.distributed`` rendezvous
+  socket itself (``127.0.0.1``, a port the kernel picks), keeps it listening and hands it to
+  rank 0, whose store serves on it: the port is never free between being chosen and being used
+  (``_rendezvous_listener``);
 * captures ``ServerArgs`` into one ``ServerArgsPayload`` shared by every rank;
 * waits on every worker's pipe and process sentinel at once (``multiprocessing.connection.wait``,
   no polling): each must send ``Ready``; a ``WorkerFailure`` or a worker that exits first fails
@@ -20,6 +22,9 @@ broadcasts ``generate`` to the others itself) and returns its answer; while wait
 watches every worker's sentinel, so a worker that dies fails the request with
 ``WorkerDiedError`` instead of hanging, and the group is shut down. When rank 0 reports that a
 distributed request broke the group, the error names the rank that died or raised first.
+``WorkerGroup.cancel(request_id)`` (any thread) sends rank 0 a ``Cancel`` for the running
+request whose payload carries that ``request_id``; the ranks stop it at their next denoising step
+and ``submit`` raises the worker's ``RequestCancelledError`` (as a ``WorkerRequestError``).
 ``WorkerGroup.shutdown()`` asks each worker to exit, then terminates, then kills whatever is
 left, each step with a timeout, and reaps every process: nothing outlives it.
 """
@@ -50,7 +55,7 @@ from cardcage.diffusion.errors import (
 )
 from cardcage.diffusion.runtime.platforms.plugins import apply_plugin_hooks
 
-from .protocol import Ready, Request, Response, Shutdown, WorkerFailure
+from .protocol import Cancel, Progress, Ready, Request, Response, Shutdown, WorkerFailure
 from .worker_bootstrap import (
     DEFAULT_HTTP_SERVER_ENTRY,
     SchedulerProcessSpec,
@@ -60,6 +65,7 @@ from .worker_bootstrap import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
@@ -131,12 +137,17 @@ def _exit_report(handle: WorkerHandle, during: str) -> WorkerError:
     return _failed(handle, failure) if failure is not None else _died(handle, during)
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (the rendezvous port of a new worker group)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _rendezvous_listener(world_size: int) -> socket.socket:
+    """The workers' rendezvous socket: listening on ``127.0.0.1`` at a port the kernel picks.
+
+    Why no other process can take the port: it is chosen by this ``bind()`` and stays bound
+    until the group is gone. This process holds the socket until rank 0 has inherited it at
+    spawn, and rank 0's ``TCPStore`` then serves on that same socket (``master_listen_fd``);
+    the port is never closed and bound again. (Probing a free port, closing the probe and
+    letting rank 0 bind it later left a window in which another process could take it, and
+    one did: EADDRINUSE.) Ranks that connect before rank 0's store runs wait in the backlog.
+    """
+    return socket.create_server(("127.0.0.1", 0), backlog=world_size)
 
 
 def _wait_exited(handles: list[WorkerHandle], timeout: float) -> list[WorkerHandle]:
@@ -212,6 +223,10 @@ class WorkerGroup:
         self._ids = itertools.count(1)
         self._closed = False
         self._broken: WorkerError | None = None
+        # The latest request sent to rank 0: (launcher request id, the caller's request_id).
+        self._running: tuple[int, str | None] | None = None
+        self._cancelled: str | None = None  # the latest request_id cancel() was asked for
+        self._send_lock = threading.Lock()  # submit() and cancel() share rank 0's pipe
         self._finalizer = weakref.finalize(
             self, _stop_processes, self._workers, GRACEFUL_TIMEOUT, TERMINATE_TIMEOUT, KILL_TIMEOUT
         )
@@ -287,9 +302,18 @@ class WorkerGroup:
         return error
 
     def submit(
-        self, method: str, payload: Any = None, *, rank: int = 0, timeout: float | None = None
+        self,
+        method: str,
+        payload: Any = None,
+        *,
+        rank: int = 0,
+        timeout: float | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> Any:
         """Send ``Request(method, payload)`` to ``rank``; return its answer.
+
+        ``on_progress(step, total)`` is called, in this thread, for each ``Progress`` the worker
+        reports while it serves the request (denoising steps of ``generate``).
 
         Raises ``WorkerRequestError`` if the worker raised while serving it (the group stays
         up), ``WorkerDiedError`` / ``WorkerFailedError`` if any worker died or failed meanwhile
@@ -305,7 +329,12 @@ class WorkerGroup:
                 if worker.process.exitcode is not None:
                     raise self._fail(_exit_report(worker, f"idle time before {during}"))
             try:
-                handle.conn.send(request)
+                with self._send_lock:
+                    handle.conn.send(request)
+                    # Kept after the answer: a late Cancel names a finished request (ignored).
+                    self._running = (request.request_id, _tag_of(payload))
+                    if self._running[1] is not None and self._running[1] == self._cancelled:
+                        handle.conn.send(Cancel(request.request_id))  # cancelled before sent
             except (OSError, ValueError):
                 raise self._fail(_died(handle, during)) from None
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -334,7 +363,13 @@ class WorkerGroup:
                         return message.value
                     if isinstance(message, WorkerFailure):
                         raise self._fail(self._root_cause(handle, message, during))
-                    continue  # a stale answer to a request that timed out earlier
+                    if (
+                        isinstance(message, Progress)
+                        and message.request_id == request.request_id
+                        and on_progress is not None
+                    ):
+                        on_progress(message.step, message.total)
+                    continue  # progress, or a stale answer to a request that timed out earlier
                 dead = sentinels[next(obj for obj in ready if isinstance(obj, int))]
                 if dead is handle and handle.conn.poll():
                     continue  # read what it sent before exiting first
@@ -354,6 +389,27 @@ class WorkerGroup:
                 if peer.sentinel in exited:
                     return _exit_report(peer, during)
         return _failed(handle, failure)
+
+    def cancel(self, request_id: str) -> bool:
+        """Ask rank 0 to stop the running request whose payload's ``request_id`` is this one.
+
+        Returns at once: True when a ``Cancel`` was sent (rank 0 ignores one for a request that
+        finished meanwhile), False when the latest request sent carries another id; a request
+        sent later with this id is cancelled as soon as it is sent (ids should be unique). The
+        ranks stop at their next denoising step and ``submit`` raises the worker's
+        ``RequestCancelledError`` as a ``WorkerRequestError``.
+        """
+        with self._send_lock:
+            # A request about to be sent with this id is cancelled by submit() right after it.
+            self._cancelled = request_id
+            running = self._running
+            if running is None or running[1] != request_id or self._closed:
+                return False
+            try:
+                self._worker(0).conn.send(Cancel(running[0]))
+            except (OSError, ValueError):  # the worker is gone: submit() reports that
+                return False
+        return True
 
     def _check_open(self) -> None:
         if self._closed:
@@ -393,6 +449,11 @@ class WorkerGroup:
                 self._request_lock.release()
 
 
+def _tag_of(payload: Any) -> str | None:
+    tag = payload.get("request_id") if isinstance(payload, dict) else None
+    return tag if isinstance(tag, str) else None
+
+
 def launch_workers(
     server_args: ServerArgs, *, ready_timeout: float | None = None, apply_hooks: bool = True
 ) -> WorkerGroup:
@@ -403,8 +464,15 @@ def launch_workers(
     """
     if apply_hooks:
         apply_plugin_hooks()
+    listener: socket.socket | None = None
     if server_args.master_port is None:
-        server_args = dataclasses.replace(server_args, master_port=_free_port())
+        listener = _rendezvous_listener(server_args.num_gpus)
+        port = listener.getsockname()[1]
+        try:
+            server_args = dataclasses.replace(server_args, master_port=port)
+        except BaseException:
+            listener.close()
+            raise
     context = spawn_context()
     payload = ServerArgsPayload.capture(server_args)
     world_size = server_args.num_gpus
@@ -423,6 +491,7 @@ def launch_workers(
                 parent_pid=os.getpid(),
                 log_level=server_args.log_level,
                 parent_death_signal=threading.current_thread() is threading.main_thread(),
+                rendezvous_listener=listener if rank == 0 else None,
             )
             process = context.Process(
                 target=bootstrap_scheduler_process,
@@ -438,6 +507,9 @@ def launch_workers(
             [w for w in workers if w.process.pid is not None], 0.0, TERMINATE_TIMEOUT, KILL_TIMEOUT
         )
         raise
+    finally:
+        if listener is not None:
+            listener.close()  # rank 0 holds its own descriptor of it from start() on
     group = WorkerGroup(workers, server_args)
     timeout = server_args.worker_start_timeout if ready_timeout is None else ready_timeout
     try:

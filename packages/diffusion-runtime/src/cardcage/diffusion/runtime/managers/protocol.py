@@ -5,7 +5,12 @@ One duplex ``multiprocessing`` connection per worker carries, in order:
 * worker -> launcher, once: ``Ready`` (bootstrap and worker initialization finished) or
   ``WorkerFailure`` (something raised before that; the worker then exits);
 * launcher -> worker, any number of times: ``Request``; the worker answers each with one
-  ``Response`` carrying the same ``request_id`` (a value, or a ``WorkerFailure``);
+  ``Response`` carrying the same ``request_id`` (a value, or a ``WorkerFailure``). Before it,
+  rank 0 sends one ``Progress`` with that id after each denoising step of a ``generate``
+  request (informational: a launcher may ignore them, a replaced worker need not send any);
+* launcher -> rank 0, while a request runs: ``Cancel`` naming that request's id; rank 0 reads
+  it between denoising steps and the ranks stop together (see ``gpu_worker``). A ``Cancel`` for
+  a request that already finished is ignored;
 * launcher -> worker, last: ``Shutdown``; the worker returns from ``run_scheduler_process``.
   End of file on the pipe (the launcher is gone) means the same.
 
@@ -27,7 +32,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Ready", "Request", "Response", "Shutdown", "WorkerFailure"]
+__all__ = ["Cancel", "Progress", "Ready", "Request", "Response", "Shutdown", "WorkerFailure"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,5 +123,22 @@ class Response:
 
 
 @dataclass(frozen=True, slots=True)
+class Progress:
+    """Rank 0 finished denoising step ``step`` of ``total`` (1-based) of the request in flight."""
+
+    request_id: int
+    step: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """Ask the worker to return from its loop; it answers nothing and exits."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop the running ``Request`` with this ``request_id`` at its next denoising step; it is
+    answered with a ``RequestCancelledError`` failure (the worker keeps serving)."""
+
+    request_id: int

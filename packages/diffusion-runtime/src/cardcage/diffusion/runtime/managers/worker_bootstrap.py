@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Mapping
     from multiprocessing.connection import Connection
     from typing import Any, NoReturn
@@ -52,6 +53,7 @@ __all__ = [
     "bootstrap_scheduler_process",
     "bootstrap_timings",
     "runtime_modules_imported_early",
+    "take_rendezvous_listener",
     "warn_if_runtime_imported_early",
 ]
 
@@ -95,11 +97,19 @@ _PAYLOAD_VERSION = 1
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
 
 _timings: dict[str, float] = {}
+_rendezvous: list[socket.socket] = []  # at most one: the listener this rank was handed
 
 
 def bootstrap_timings() -> dict[str, float]:
     """This process's bootstrap timestamps and phase durations (seconds), for the launcher."""
     return dict(_timings)
+
+
+def take_rendezvous_listener() -> socket.socket | None:
+    """The listening socket the launcher handed this rank for the ``torch.distributed``
+    rendezvous (``SchedulerProcessSpec.rendezvous_listener``), or None. Once: the caller owns it.
+    """
+    return _rendezvous.pop() if _rendezvous else None
 
 
 # -- the payload -------------------------------------------------------------------------------
@@ -197,6 +207,9 @@ class SchedulerProcessSpec:
     is False when the launching thread is not the main thread: Linux sends the signal when the
     *thread* that started the child exits, which would kill workers launched from a short-lived
     thread; such workers still exit when the launcher's end of the pipe closes.
+    ``rendezvous_listener`` (rank 0 only, when the launcher chose ``master_port``) is the socket
+    already listening on that port, which rank 0's rendezvous store serves on (see
+    ``GPUWorker._rendezvous_store``); spawn passes it as an inherited file descriptor.
     """
 
     local_rank: int
@@ -207,6 +220,7 @@ class SchedulerProcessSpec:
     parent_pid: int
     log_level: str = "info"
     parent_death_signal: bool = True
+    rendezvous_listener: socket.socket | None = None
 
 
 # -- the early-import warning -------------------------------------------------------------------
@@ -328,6 +342,9 @@ def _report_failure(spec: SchedulerProcessSpec, phase: str, exc: BaseException) 
 def bootstrap_scheduler_process(spec: SchedulerProcessSpec) -> None:
     """``multiprocessing`` target of a scheduler child: the lifecycle, then the worker loop."""
     phases = _Phases()
+    _rendezvous.clear()
+    if spec.rendezvous_listener is not None:
+        _rendezvous.append(spec.rendezvous_listener)
     try:
         if spec.parent_death_signal:
             _arm_parent_death_signal(spec.parent_pid)

@@ -1,4 +1,4 @@
-"""Diffusion pipelines: the built-in text-to-image pipeline, its sampler and a PNG writer.
+"""Diffusion pipelines: the built-in text-to-image pipeline and its sampler.
 
 Importing this package imports nothing (no torch); the names below load their submodule on
 first access. The runtime's import-neutral modules must never import from here.
@@ -11,14 +11,11 @@ import importlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .errors import GenerationParamsError
-    from .png import encode_png_rgb, write_png_rgb
     from .sampler import FlowMatchEulerSampler
     from .tiny import GeneratedImage, TinyDiffusionPipeline
 
 _EXPORTS = {
     "GenerationParamsError": "errors",
-    "encode_png_rgb": "png",
-    "write_png_rgb": "png",
     "FlowMatchEulerSampler": "sampler",
     "GeneratedImage": "tiny",
     "TinyDiffusionPipeline": "tiny",
@@ -29,8 +26,6 @@ __all__ = [
     "GeneratedImage",
     "GenerationParamsError",
     "TinyDiffusionPipeline",
-    "encode_png_rgb",
-    "write_png_rgb",
 ]
 
 

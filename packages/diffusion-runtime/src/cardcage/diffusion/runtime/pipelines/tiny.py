@@ -31,7 +31,6 @@ from cardcage.diffusion.runtime.models.tiny_dit import (
 )
 
 from .errors import GenerationParamsError
-from .png import encode_png_rgb, write_png_rgb
 from .sampler import FlowMatchEulerSampler, apply_guidance
 
 if TYPE_CHECKING:
@@ -91,11 +90,17 @@ class GeneratedImage:
         return bytes(self.pixels.contiguous().view(-1).tolist())
 
     def to_png(self) -> bytes:
-        return encode_png_rgb(self.rgb_bytes(), self.width, self.height)
+        """The image as PNG file bytes (Pillow)."""
+        from cardcage.diffusion.runtime.managers.images import encode_rgb
+
+        return encode_rgb(self.rgb_bytes(), self.width, self.height)
 
     def save_png(self, path: str | os.PathLike[str]) -> Path:
-        """Write the image as a PNG file (stdlib encoder, no Pillow) and return its path."""
-        return write_png_rgb(path, self.rgb_bytes(), self.width, self.height)
+        """Write the image as a PNG file (parent folders created) and return its path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(self.to_png())
+        return target
 
 
 @dataclasses.dataclass(frozen=True)

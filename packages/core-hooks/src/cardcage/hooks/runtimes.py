@@ -1,0 +1,293 @@
+"""The runtime registry: every inference runtime cardcage serves, one frozen record each.
+
+A runtime package registers itself with one entry point in the ``cardcage.runtimes`` group whose
+name is the runtime's profile name and whose value is a :class:`Runtime` record::
+
+    [project.entry-points."cardcage.runtimes"]
+    toy = "toy_runtime.runtime:TOY_RUNTIME"
+
+Everything that needs to know the runtimes (the general-plugin loader's platform hand-off and
+allowlist scope, and each command of the ``cardcage`` CLI) asks this module, so a runtime
+embedded under its own profile is seen everywhere without any core package naming its modules.
+
+Import-safe and cheap: stdlib and ``cardcage.hooks`` records only. Entry points come from the
+process's entry-point snapshot (one metadata scan, shared with plugin discovery); a runtime's
+definition module is imported only when that runtime is asked for, and everything the record
+points at (policy, accessor, hook registry, variables) is a ``"module:attr"`` path resolved on
+use, so registering a runtime never imports torch or the runtime itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._log import get_logger
+from ._records import FrozenRecord
+from .errors import DuplicatePluginError, RuntimeRegistrationError
+from .profile import SRT_PROFILE, RuntimeProfile
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from types import ModuleType
+
+    # Protocols only for the type checker: defining one at import time costs more than the rest.
+    from typing import Protocol
+
+    from .registry import BaseHookRegistry
+    from .snapshot import EntryPointSnapshot, PluginEntryPoint
+
+    class _BuiltinLike(Protocol):
+        @property
+        def alias(self) -> str: ...
+
+    class _PolicyLike(Protocol):
+        """What the record reads from a selection policy (``cardcage.platforms.selection``)."""
+
+        @property
+        def builtins(self) -> tuple[_BuiltinLike, ...]: ...
+
+        @property
+        def default_qualname(self) -> str | None: ...
+
+
+__all__ = [
+    "RUNTIMES_GROUP",
+    "Runtime",
+    "broken_runtimes",
+    "get_runtime",
+    "registered_runtime_names",
+    "registered_runtimes",
+    "runtime_for",
+]
+
+logger = get_logger(__name__)
+
+#: The entry-point group a runtime package registers its :class:`Runtime` record in.
+RUNTIMES_GROUP = "cardcage.runtimes"
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    value: Any = importlib.import_module(module)
+    for part in attr.split(".") if attr else ():
+        value = getattr(value, part)
+    return value
+
+
+class Runtime(FrozenRecord):
+    """One inference runtime: its profile and where its selection, hooks and variables live.
+
+    Every reference is a ``"module"`` or ``"module:attr"`` path resolved when first used:
+
+    * ``policy``: a zero-argument factory returning the runtime's
+      ``cardcage.platforms.selection.SelectionPolicy`` (the built-in fallback chain is read from
+      its ``builtins``, never written out by hand);
+    * ``accessor``: the module with the runtime's ``get_current_platform()`` and
+      ``get_selection_record()`` (its lazy ``current_platform``);
+    * ``hook_registry``: the ``BaseHookRegistry`` subclass its general plugins register with;
+    * ``env_registries``: modules holding an ``EnvRegistry`` named ``ENV_VARS`` (the variables
+      the runtime reads; ``cardcage env`` lists them).
+
+    ``display_name`` is how messages name the runtime ("SRT"); ``distribution`` is the
+    distribution that installs it. The record's name is its profile's name. Immutable, hashable.
+    """
+
+    _fields = (
+        "profile",
+        "display_name",
+        "distribution",
+        "policy",
+        "accessor",
+        "hook_registry",
+        "env_registries",
+    )
+    __slots__ = _fields
+
+    profile: RuntimeProfile
+    display_name: str
+    distribution: str
+    policy: str
+    accessor: str
+    hook_registry: str
+    env_registries: tuple[str, ...]
+
+    def __init__(
+        self,
+        profile: RuntimeProfile,
+        display_name: str,
+        distribution: str,
+        policy: str,
+        accessor: str,
+        hook_registry: str = "cardcage.hooks.registry:HookRegistry",
+        env_registries: Iterable[str] = (),
+    ) -> None:
+        init = object.__setattr__
+        init(self, "profile", profile)
+        init(self, "display_name", display_name)
+        init(self, "distribution", distribution)
+        init(self, "policy", policy)
+        init(self, "accessor", accessor)
+        init(self, "hook_registry", hook_registry)
+        init(self, "env_registries", tuple(env_registries))
+
+    @property
+    def name(self) -> str:
+        """The runtime's name: its profile's (``--runtime NAME`` on the command line)."""
+        return self.profile.name
+
+    def load_policy(self) -> Any:
+        """A fresh selection policy with the default hardware probes."""
+        return _resolve(self.policy)()
+
+    def accessor_module(self) -> ModuleType:
+        """The module with ``get_current_platform()`` and ``get_selection_record()``."""
+        return importlib.import_module(self.accessor)
+
+    def load_hook_registry(self) -> type[BaseHookRegistry]:
+        registry: type[BaseHookRegistry] = _resolve(self.hook_registry)
+        return registry
+
+    def fallback_chain(self, policy: _PolicyLike | None = None) -> str:
+        """The automatic fallback chain in words, read from the policy's built-ins in order."""
+        chosen: _PolicyLike = self.load_policy() if policy is None else policy
+        aliases = [b.alias for b in chosen.builtins]
+        first = aliases[0] if len(aliases) == 1 else f"the first detected of {', '.join(aliases)}"
+        if chosen.default_qualname:
+            base = chosen.default_qualname.replace(":", ".").rsplit(".", 1)[-1]
+            return f"{first}, else the default {base}" if aliases else f"the default {base}"
+        return first if aliases else "nothing (no built-in platform)"
+
+
+def _where(ep: PluginEntryPoint) -> str:
+    where = f"entry point {ep.name!r} = {ep.value!r} in group {RUNTIMES_GROUP!r}"
+    return where + (f" (distribution {ep.dist_name})" if ep.dist_name else "")
+
+
+def _load(ep: PluginEntryPoint) -> Runtime:
+    """Import one registration and check it; every failure is a ``RuntimeRegistrationError``.
+
+    The distribution's name (a METADATA read) is looked up on the error paths only.
+    """
+    try:
+        value = ep.load()
+    except Exception as exc:
+        raise RuntimeRegistrationError(
+            f"The runtime registered by {_where(ep)} cannot be imported: "
+            f"{type(exc).__name__}: {exc}. "
+            "Reinstall the distribution, or uninstall it if the runtime is not needed.",
+            group=RUNTIMES_GROUP,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        ) from exc
+    if not isinstance(value, Runtime):
+        raise RuntimeRegistrationError(
+            f"The {_where(ep)} names a {type(value).__name__}, not a "
+            "cardcage.hooks.runtimes.Runtime record. Point the entry point at a module-level "
+            "Runtime(...).",
+            group=RUNTIMES_GROUP,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        )
+    if value.name != ep.name:
+        raise RuntimeRegistrationError(
+            f"The {_where(ep)} gives a runtime whose profile is named {value.name!r}. Name the "
+            f"entry point after the profile: {value.name} = {ep.value!r}.",
+            group=RUNTIMES_GROUP,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        )
+    return value
+
+
+def _entry_points(snapshot: EntryPointSnapshot | None) -> tuple[PluginEntryPoint, ...]:
+    if snapshot is None:
+        from .snapshot import entry_point_snapshot
+
+        snapshot = entry_point_snapshot()
+    eps = snapshot.group(RUNTIMES_GROUP)
+    by_name: dict[str, list[PluginEntryPoint]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    for name in sorted(by_name):
+        if len(by_name[name]) > 1:
+            raise DuplicatePluginError(RUNTIMES_GROUP, name, [e.dist_name for e in by_name[name]])
+    return eps
+
+
+def _order(name: str) -> tuple[bool, str]:
+    """SRT first (the runtime ``load_plugins()`` serves by default), then by name."""
+    return (name != SRT_PROFILE.name, name)
+
+
+#: Loaded records (or the error) by entry point: name, value and the distribution's normalised
+#: name, which the scan knows without reading METADATA.
+_loaded: dict[tuple[str, str, str | None], Runtime | RuntimeRegistrationError] = {}
+
+
+def _cached(ep: PluginEntryPoint) -> Runtime | RuntimeRegistrationError:
+    key = (ep.name, ep.value, ep.dist.normalized_name if ep.dist is not None else None)
+    found = _loaded.get(key)
+    if found is None:
+        try:
+            found = _load(ep)
+        except RuntimeRegistrationError as exc:
+            found = exc
+        _loaded[key] = found
+    return found
+
+
+def registered_runtime_names(snapshot: EntryPointSnapshot | None = None) -> tuple[str, ...]:
+    """The names of every registered runtime, SRT first, from metadata only (imports nothing)."""
+    return tuple(sorted((ep.name for ep in _entry_points(snapshot)), key=_order))
+
+
+def get_runtime(name: str, snapshot: EntryPointSnapshot | None = None) -> Runtime | None:
+    """The runtime registered as ``name`` (imports only its registration); None if none is.
+
+    A broken registration raises ``RuntimeRegistrationError``; two distributions registering
+    the same name raise ``DuplicatePluginError``.
+    """
+    for ep in _entry_points(snapshot):
+        if ep.name == name:
+            found = _cached(ep)
+            if isinstance(found, RuntimeRegistrationError):
+                raise found
+            return found
+    return None
+
+
+def runtime_for(
+    profile: RuntimeProfile, snapshot: EntryPointSnapshot | None = None
+) -> Runtime | None:
+    """The registered runtime whose profile is ``profile``; None when none is registered.
+
+    A broken registration under the profile's name raises (``RuntimeRegistrationError``,
+    ``DuplicatePluginError``): the loader must not fall back to guessing the selection for a
+    runtime that is installed but cannot be loaded.
+    """
+    runtime = get_runtime(profile.name, snapshot)
+    return runtime if runtime is not None and runtime.profile == profile else None
+
+
+def registered_runtimes(snapshot: EntryPointSnapshot | None = None) -> tuple[Runtime, ...]:
+    """Every registered runtime that loads, SRT first; broken ones are logged and skipped.
+
+    ``broken_runtimes()`` returns the skipped ones with their errors (``cardcage doctor``).
+    """
+    found: list[Runtime] = []
+    for ep in sorted(_entry_points(snapshot), key=lambda e: _order(e.name)):
+        loaded = _cached(ep)
+        if isinstance(loaded, RuntimeRegistrationError):
+            logger.warning("%s", loaded)
+        else:
+            found.append(loaded)
+    return tuple(found)
+
+
+def broken_runtimes(
+    snapshot: EntryPointSnapshot | None = None,
+) -> tuple[RuntimeRegistrationError, ...]:
+    """The registrations that do not give a usable runtime, each as its typed error."""
+    broken = (_cached(ep) for ep in sorted(_entry_points(snapshot), key=lambda e: _order(e.name)))
+    return tuple(b for b in broken if isinstance(b, RuntimeRegistrationError))
