@@ -26,11 +26,11 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from cardcage.hooks._log import get_logger
-from cardcage.hooks._records import FrozenRecord, Record
 from cardcage.hooks.errors import DuplicatePluginError
 from cardcage.hooks.loader import read_allowlist
+from cardcage.hooks.log import get_logger
 from cardcage.hooks.profile import RuntimeProfile
+from cardcage.hooks.records import FrozenRecord, Record
 from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
 
 from .device_mixin import DeviceMixin, PlatformEnum
