@@ -435,10 +435,11 @@ def tutorial(session: nox.Session) -> None:
 
 @session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff check and ruff format --check over the whole repository."""
+    """ruff check and ruff format --check over the whole repository; no private cross-imports."""
     session.install(RUFF)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/check_import_boundaries.py")
 
 
 @session(python=PYTHON)

@@ -21,8 +21,8 @@ import pytest
 
 from cardcage.diffusion.runtime.platforms import interface
 from cardcage.diffusion.runtime.platforms.interface import Platform, PlatformEnum
-from cardcage.platforms._torch import require_torch
 from cardcage.platforms.errors import TorchNotInstalledError
+from cardcage.platforms.torch_import import require_torch
 
 CONTRACT_MD = Path(__file__).resolve().parents[3] / "docs" / "diffusion" / "contract.md"
 MARKER = "<!-- conformance-0523 -->"

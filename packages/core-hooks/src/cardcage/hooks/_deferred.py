@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 
-from ._log import get_logger
+from .log import get_logger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

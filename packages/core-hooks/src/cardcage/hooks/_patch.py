@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._log import get_logger
 from ._model import HookType, describe, format_source, origin, sources
 from ._targets import MISSING, redescribe
 from ._wrappers import build_wrapper, positional_arity
 from .errors import HookTargetError
+from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

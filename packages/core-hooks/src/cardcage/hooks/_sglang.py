@@ -13,8 +13,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from ._log import get_logger
 from .host import SGLANG_HOOK_REGISTRY_MODULE
+from .log import get_logger
 
 __all__ = ["register_in_sglang"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from ._records import FrozenRecord
 from .errors import InvalidEnvVarError
+from .records import FrozenRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -28,8 +28,6 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._log import get_logger
-from ._records import FrozenRecord, Record
 from .envs import CARDCAGE_DEFERRED_HOOKS, CARDCAGE_STRICT_HOOKS, parse_allowlist, parse_str
 from .errors import (
     SGLANG_PORTING_GUIDE,
@@ -41,8 +39,10 @@ from .errors import (
     targets_sglang_fix,
     targets_sglang_problem,
 )
+from .log import get_logger
 from .once import COMPLETE, Once
 from .profile import SGLANG_PROFILES, SRT_PROFILE, RuntimeProfile
+from .records import FrozenRecord, Record
 from .registry import (
     ApplyReport,
     BaseHookRegistry,

@@ -7,7 +7,7 @@ SGLang plugins work as published. Another engine can embed cardcage with a profi
 
 from __future__ import annotations
 
-from ._records import FrozenRecord
+from .records import FrozenRecord
 
 __all__ = ["DIFFUSION_PROFILE", "SGLANG_PROFILES", "SRT_PROFILE", "RuntimeProfile"]
 

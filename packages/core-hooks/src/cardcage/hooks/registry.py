@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from . import _patch
 from ._deferred import watcher
-from ._log import get_logger
 from ._model import HookRecord, HookSource, HookType, format_source
 from ._model import describe as _describe
 from ._model import sources as _sources
@@ -35,6 +34,7 @@ from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
 from .errors import HookApplyError, HookRegistrationError
 from .host import _current_plugin_source, sglang_plugin_source
+from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence

@@ -22,10 +22,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._log import get_logger
-from ._records import FrozenRecord
 from .errors import DuplicatePluginError, RuntimeRegistrationError
+from .log import get_logger
 from .profile import SRT_PROFILE, RuntimeProfile
+from .records import FrozenRecord
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

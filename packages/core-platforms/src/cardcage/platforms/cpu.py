@@ -14,9 +14,9 @@ import resource
 import sys
 from typing import Any
 
-from ._torch import require_torch
 from .device_mixin import DeviceCapability, DeviceMixin, PlatformEnum
 from .interface import PlatformCapabilities, SRTPlatform
+from .torch_import import require_torch
 
 __all__ = ["CpuDeviceMixin", "CpuSRTPlatform"]
 

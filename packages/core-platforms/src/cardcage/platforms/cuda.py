@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _contract
-from ._torch import require_torch
 from .device_mixin import DeviceCapability, DeviceMixin, PlatformEnum
 from .interface import PlatformCapabilities, SRTPlatform
+from .torch_import import require_torch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -188,7 +188,7 @@ class DeviceMixin:
     @classmethod
     def inference_mode(cls) -> AbstractContextManager[Any]:
         """[Planned] The context manager model execution runs under."""
-        from ._torch import require_torch
+        from .torch_import import require_torch
 
         torch = require_torch("inference_mode()")
         return torch.inference_mode(True)  # type: ignore[no-any-return]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from cardcage.hooks._records import FrozenRecord
+from cardcage.hooks.records import FrozenRecord
 
 if TYPE_CHECKING:
     from cardcage.hooks.snapshot import PluginEntryPoint

@@ -287,7 +287,7 @@ class SRTPlatform(DeviceMixin):
     def get_group_coordinator_device(self, local_rank: int) -> Any:
         """The ``torch.device`` a process group's coordinator binds to on ``local_rank``; asked
         of out-of-tree platforms only. The CPU by default (needs the ``torch`` extra)."""
-        from ._torch import require_torch
+        from .torch_import import require_torch
 
         return require_torch("get_group_coordinator_device()").device("cpu")
 

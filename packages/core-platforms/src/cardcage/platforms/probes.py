@@ -14,7 +14,7 @@ import os
 import platform as _platform
 from typing import TYPE_CHECKING
 
-from cardcage.hooks._records import FrozenRecord
+from cardcage.hooks.records import FrozenRecord
 
 from .envs import SGLANG_USE_CPU_ENGINE
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from cardcage.hooks._log import get_logger
-from cardcage.hooks._records import FrozenRecord, Record
 from cardcage.hooks.loader import read_allowlist
+from cardcage.hooks.log import get_logger
 from cardcage.hooks.profile import RuntimeProfile
+from cardcage.hooks.records import FrozenRecord, Record
 from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
 
 from .platform_class import activating_plugin, load_platform_class, who

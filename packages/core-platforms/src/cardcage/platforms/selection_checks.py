@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cardcage.hooks._records import FrozenRecord
+from cardcage.hooks.records import FrozenRecord
 
 from .platform_class import (
     activating_context,

@@ -38,7 +38,7 @@ import importlib
 import threading
 from typing import Any
 
-from cardcage.hooks._log import get_logger
+from cardcage.hooks.log import get_logger
 
 __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
 

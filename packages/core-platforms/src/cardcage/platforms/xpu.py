@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._torch import require_torch
 from .device_mixin import DeviceCapability, DeviceMixin, PlatformEnum
 from .interface import PlatformCapabilities, SRTPlatform
+from .torch_import import require_torch
 
 __all__ = ["XpuDeviceMixin", "XpuSRTPlatform"]
 

@@ -47,6 +47,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from cardcage.hooks.log import get_logger
+
 from . import _sys
 from ._layout import (
     ATTACHED,
@@ -82,7 +84,6 @@ from ._layout import (
     W,
     load_acquire,
 )
-from ._log import get_logger
 from ._reader import RingReader
 from ._segment import Endpoint
 from ._writer import RingWriter

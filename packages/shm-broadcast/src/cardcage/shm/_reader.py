@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
+from cardcage.hooks.log import get_logger
+
 from . import _sys
 from ._layout import (
     ABORTED,
@@ -56,7 +58,6 @@ from ._layout import (
     fence_release,
     load_acquire,
 )
-from ._log import get_logger
 from ._payload import OobReceiver, WireError
 from ._segment import Endpoint, ShmRingBuffer
 from .errors import (

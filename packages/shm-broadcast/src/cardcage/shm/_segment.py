@@ -27,6 +27,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Final
 
+from cardcage.hooks.log import get_logger
+
 from . import _sys
 from ._layout import (
     H_CREATOR_PID,
@@ -43,7 +45,6 @@ from ._layout import (
     VERSION,
     Layout,
 )
-from ._log import get_logger
 from .envs import CARDCAGE_SHM_BUSY_US, CARDCAGE_SHM_WARNING_INTERVAL
 from .errors import AttachError, ShmSpaceError
 

@@ -15,6 +15,8 @@ import os
 import time
 from typing import Any, Final
 
+from cardcage.hooks.log import get_logger
+
 from . import _sys
 from ._layout import (
     ABORTED,
@@ -51,7 +53,6 @@ from ._layout import (
     fence_acquire,
     fence_release,
 )
-from ._log import get_logger
 from ._segment import Endpoint, ShmRingBuffer
 from .errors import CancelledError, QueueTimeoutError, ReaderDiedError
 

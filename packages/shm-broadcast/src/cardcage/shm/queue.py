@@ -24,8 +24,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cardcage.hooks.log import get_logger
+
 from ._layout import FIRST, LAST, NBYTES_MASK, OOB, PICKLED, USER
-from ._log import get_logger
 from ._payload import Serialized, serialize
 from ._reader import RingReader
 from ._segment import ShmRingBuffer

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from cardcage.hooks._records import Record
+from cardcage.hooks.records import Record
 from cardcage.platforms import findings as _findings
 
 if TYPE_CHECKING:

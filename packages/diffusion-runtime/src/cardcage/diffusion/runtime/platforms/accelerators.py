@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from cardcage.platforms._torch import require_torch
 from cardcage.platforms.device_mixin import PlatformEnum
+from cardcage.platforms.torch_import import require_torch
 from cardcage.platforms.xpu import XpuDeviceMixin
 
 from .interface import Platform

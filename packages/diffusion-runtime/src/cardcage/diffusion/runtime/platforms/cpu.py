@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cardcage.platforms._torch import require_torch
 from cardcage.platforms.cpu import CpuDeviceMixin
+from cardcage.platforms.torch_import import require_torch
 
 from .interface import Platform
 

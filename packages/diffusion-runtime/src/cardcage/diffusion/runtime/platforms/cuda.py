@@ -7,9 +7,9 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from cardcage.platforms._torch import require_torch
 from cardcage.platforms.cuda import CudaDeviceMixin
 from cardcage.platforms.rocm import RocmDeviceMixin
+from cardcage.platforms.torch_import import require_torch
 
 from .interface import Platform
 

@@ -22,13 +22,13 @@ import enum
 import pkgutil
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cardcage.platforms._torch import require_torch
 from cardcage.platforms.device_mixin import (
     CpuArchEnum,
     DeviceCapability,
     DeviceMixin,
     PlatformEnum,
 )
+from cardcage.platforms.torch_import import require_torch
 
 if TYPE_CHECKING:
     from collections.abc import Callable

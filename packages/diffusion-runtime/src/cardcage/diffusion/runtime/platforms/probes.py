@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING
 
-from cardcage.hooks._records import FrozenRecord
+from cardcage.hooks.records import FrozenRecord
 from cardcage.platforms.probes import cuda_available, rocm_available, xpu_available
 
 if TYPE_CHECKING:

@@ -1,5 +1,8 @@
 """Small value classes without ``dataclasses``: slots, equality, a readable repr, immutability.
 
+Public: core-platforms and the diffusion runtime build their selection and probe records on
+these bases, and a runtime that embeds cardcage may do the same.
+
 The first ``current_platform`` access defines every class on its path, and a ``@dataclass``
 costs far more to define than a plain class (its methods are generated with ``exec``; a frozen
 one takes over a millisecond), besides importing ``dataclasses`` (which pulls in ``inspect``).

@@ -1,5 +1,8 @@
 """Logger factory that installs the package's ``NullHandler`` exactly once.
 
+Public for every cardcage distribution (core-platforms, shm-broadcast, diffusion-runtime and a
+runtime that embeds cardcage): one ``NullHandler`` on the shared ``cardcage`` logger, written once.
+
 cardcage is a library: it never configures logging, it only makes sure that a process which did
 not configure logging does not print "No handlers could be found" noise. The handler sits on the
 ``cardcage`` logger, the parent of every module logger in every cardcage distribution.
@@ -8,6 +11,8 @@ not configure logging does not print "No handlers could be found" noise. The han
 from __future__ import annotations
 
 import logging
+
+__all__ = ["get_logger"]
 
 _ROOT = "cardcage"
 

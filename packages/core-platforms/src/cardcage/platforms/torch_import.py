@@ -1,4 +1,8 @@
-"""The one place built-in platforms import torch from, with an error that says what to install."""
+"""The one place platforms import torch from, with an error that says what to install.
+
+Public: the built-in SRT platforms and the diffusion runtime's platforms call ``require_torch``
+so a missing torch is always the same ``TorchNotInstalledError``, naming the extra to install.
+"""
 
 from __future__ import annotations
 
