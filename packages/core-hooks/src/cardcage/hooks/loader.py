@@ -75,6 +75,7 @@ __all__ = [
     "execute_plugin_callbacks",
     "load_plugins",
     "load_plugins_by_group",
+    "plugin_fate",
     "read_allowlist",
     "register_plugins",
     "reset_plugin_state",
@@ -325,6 +326,33 @@ def _fatal(dist: str | None, fatal_dists: Collection[str]) -> bool:
     return dist is not None and _norm(dist) in {_norm(d) for d in fatal_dists}
 
 
+def plugin_fate(
+    ep: PluginEntryPoint,
+    *,
+    allowed: Collection[str] | None,
+    excluded: Collection[str] | None,
+    fatal: Collection[str],
+) -> str:
+    """What start-up does with a general plugin before importing it: the loader's filter rules.
+
+    ``allowed`` is the allowlist (None: no filter); ``excluded`` and ``fatal`` hold normalised
+    distribution names (``excluded`` None: the platform selection is not known). The answer is
+    ``not-allowed``, ``unknown``, ``excluded``, ``fatal`` (it ships with the selected platform:
+    a failure aborts start-up) or ``loads`` (a failure is logged and skipped). The loader filters
+    with it and ``cardcage doctor`` predicts with it, so the two cannot drift apart.
+    """
+    if allowed is not None and ep.name not in allowed:
+        return "not-allowed"
+    if excluded is None:
+        return "unknown"
+    key = _dist_key(ep)
+    if key is not None and key in excluded:
+        return "excluded"
+    if key is not None and key in fatal:
+        return "fatal"
+    return "loads"
+
+
 def load_plugins_by_group(
     group: str,
     excluded_dists: Collection[str] | None = None,
@@ -349,17 +377,19 @@ def load_plugins_by_group(
         return {}
     allowed = read_allowlist(profile)
     excluded = {_norm(d) for d in excluded_dists or ()}
+    fatal = {_norm(d) for d in fatal_dists}
     logger.debug("Available plugins for group %s:", group)
     survivors: list[PluginEntryPoint] = []
     debug = logger.isEnabledFor(logging.DEBUG)
     for ep in eps:
         if debug:
             logger.debug("  - %s -> %s (%s)", ep.name, ep.value, ep.dist_name)
-        if allowed is not None and ep.name not in allowed:
+        fate = plugin_fate(ep, allowed=allowed, excluded=excluded, fatal=fatal)
+        if fate == "not-allowed":
             logger.debug("Skipping plugin %s (not in %s)", ep.name, profile.allowlist_env)
             _record(statuses, ep, "not-allowed", f"not in {profile.allowlist_env}")
             continue
-        if excluded and (key := _dist_key(ep)) is not None and key in excluded:
+        if fate == "excluded":
             logger.debug(
                 "Skipping plugin %s (dist %s excluded by %s)",
                 ep.name,

@@ -384,17 +384,16 @@ class _Startup:
 
     def fate(self, ep: PluginEntryPoint) -> str:
         """``not-allowed``, ``excluded``, ``fatal`` (ships with the selected platform),
-        ``loads`` (best effort), or ``unknown`` (the selection is not known)."""
-        if self.allowed is not None and ep.name not in self.allowed:
-            return "not-allowed"
-        if not self.known:
-            return "unknown"
-        dist = normalize(ep.dist_name) if ep.dist_name else None
-        if dist is not None and dist in self.excluded:
-            return "excluded"
-        if dist is not None and dist == self.selected_dist:
-            return "fatal"
-        return "loads"
+        ``loads`` (best effort), or ``unknown`` (the selection is not known): the loader's own
+        rules (``plugin_fate``), applied to what start-up would select."""
+        from cardcage.hooks.loader import plugin_fate
+
+        return plugin_fate(
+            ep,
+            allowed=self.allowed,
+            excluded=self.excluded if self.known else None,
+            fatal={self.selected_dist} if self.selected_dist is not None else set(),
+        )
 
     def runs_register(self, fate: str) -> bool:
         """Whether startup calls the plugin's ``register()`` (so doctor does too)."""
