@@ -376,8 +376,8 @@ def load_plugins_by_group(
         logger.debug("No plugins found for group %s.", group)
         return {}
     allowed = read_allowlist(profile)
-    excluded = {_norm(d) for d in excluded_dists or ()}
-    fatal = {_norm(d) for d in fatal_dists}
+    excluded = {normalize_dist_name(d) for d in excluded_dists or () if d}
+    fatal = {normalize_dist_name(d) for d in fatal_dists if d}
     logger.debug("Available plugins for group %s:", group)
     survivors: list[PluginEntryPoint] = []
     debug = logger.isEnabledFor(logging.DEBUG)
