@@ -380,6 +380,7 @@ def load_plugins_by_group(
     fatal = {normalize_dist_name(d) for d in fatal_dists if d}
     logger.debug("Available plugins for group %s:", group)
     survivors: list[PluginEntryPoint] = []
+    ships_with_platform: set[str] = set()  # survivors whose failure is fatal, by name
     debug = logger.isEnabledFor(logging.DEBUG)
     for ep in eps:
         if debug:
@@ -399,6 +400,8 @@ def load_plugins_by_group(
             _record(statuses, ep, "excluded", f"distribution excluded by {exclusion_reason}")
             continue
         survivors.append(ep)
+        if fate == "fatal":
+            ships_with_platform.add(ep.name)
     _check_duplicates(group, survivors)
     survivors.sort(key=lambda ep: (_dist_key(ep) or "", ep.name))
     loaded: dict[str, LoadedPlugin] = {}
@@ -424,13 +427,13 @@ def load_plugins_by_group(
                     f"importing it ({ep.value})",
                     exc,
                     sglang_module,
-                    fatal=_fatal(ep.dist_name, fatal_dists),
+                    fatal=ep.name in ships_with_platform,
                     status="failed-import",
                     entry_point=ep,
                 )
                 continue
             _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
-            if _fatal(ep.dist_name, fatal_dists):
+            if ep.name in ships_with_platform:
                 raise PluginLoadError(
                     f"{format_plugin(ep.name, ep.dist_name).capitalize()} in group {group!r} "
                     f"failed to import ({ep.value}): {type(exc).__name__}: {exc}. It ships with "
