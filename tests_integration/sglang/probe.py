@@ -36,7 +36,7 @@ from typing import Any
 
 STEP_FAILED = 3
 WATCHED = ("cardcage_demo_cpu", "cardcage_demo_cuda", "cc_plat_sglang_native")
-ADAPTERS = "cardcage.platforms.sglang_adapters"
+ADAPTERS = "cardcage.platforms.hosts.sglang.adapter"
 
 SRT_BASE = "sglang.srt.platforms.interface:SRTPlatform"
 SRT_ENUM = "sglang.srt.platforms.device_mixin:PlatformEnum"

@@ -251,7 +251,7 @@ def test_old_capability_methods_reach_sglangs_capabilities(
     legacy: tuple[dict[str, Any], str],
 ) -> None:
     report, _ = legacy
-    assert report["adapter"] == "cardcage.platforms.sglang_adapters"
+    assert report["adapter"] == "cardcage.platforms.hosts.sglang.adapter"
     assert report["sglang_struct"] is True
     assert report["fields"] == {
         "supports_triton": False,

@@ -61,11 +61,14 @@ def test_the_registry_names_sglang_counterpart_only_for_the_srt_registry(
     plugin_registry: type[BaseHookRegistry],
 ) -> None:
     # A registry of another runtime (an embedder's) has no SGLang counterpart: nothing is handed on.
-    assert HookRegistry.sglang_registry == "sglang.srt.plugins.hook_registry:HookRegistry"
-    assert plugin_registry.sglang_registry is None
+    assert HookRegistry.host_registries == {
+        "sglang": "sglang.srt.plugins.hook_registry:HookRegistry"
+    }
+    assert not plugin_registry.host_registries
 
 
-def test_importing_the_host_module_imports_neither_sglang_nor_the_registry() -> None:
+def test_importing_the_host_module_imports_neither_sglang_nor_the_registry_nor_a_room() -> None:
+    # The rooms' index (cardcage.hooks.hosts) comes along; no host's room does.
     code = (
         "import json, sys; import cardcage.hooks.host as h; h.plugin_host(); "
         "print(json.dumps(sorted(m for m in sys.modules "
@@ -75,7 +78,7 @@ def test_importing_the_host_module_imports_neither_sglang_nor_the_registry() -> 
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
 
-    assert json.loads(out) == ["cardcage.hooks.host"]
+    assert json.loads(out) == ["cardcage.hooks.host", "cardcage.hooks.hosts"]
 
 
 @pytest.mark.parametrize(

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from cardcage.hooks.host import Host
 from cardcage.hooks.testing import on_sys_path, write_distribution
-from cardcage.platforms import sglang_adapters
 from cardcage.platforms.errors import InvalidPlatformClassError
 from cardcage.platforms.host import host_qualname, platform_host
+from cardcage.platforms.hosts.sglang import adapter as sglang_adapters
 from cardcage.platforms.probes import HardwareProbes
 from cardcage.platforms.selection import select_platform
 from cardcage.platforms.srt import srt_policy
@@ -78,7 +78,8 @@ def test_under_cardcage_selection_activate_sees_cardcage_and_its_own_class_is_se
     assert "sglang" not in sys.modules
 
 
-def test_activate_imports_neither_sglang_nor_the_selection_engine() -> None:
+def test_activate_imports_neither_sglang_nor_the_selection_engine_nor_a_room() -> None:
+    # The rooms' index (cardcage.platforms.hosts) comes along; SGLang's room does not.
     code = (
         "import json, sys; from cardcage.platforms.host import host_qualname; "
         "q = host_qualname('v.p:C'); "
@@ -89,7 +90,7 @@ def test_activate_imports_neither_sglang_nor_the_selection_engine() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
 
-    assert json.loads(out) == ["v.p:C", ["cardcage.platforms.host"]]
+    assert json.loads(out) == ["v.p:C", ["cardcage.platforms.host", "cardcage.platforms.hosts"]]
 
 
 _identifier = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
@@ -104,7 +105,7 @@ def test_an_adapter_name_encodes_the_vendor_qualname_losslessly(
     name = sglang_adapters.adapter_qualname(qualname)
     owner, _, attribute = name.partition(":")
 
-    assert owner == "cardcage.platforms.sglang_adapters"
+    assert owner == "cardcage.platforms.hosts.sglang.adapter"
     assert attribute.isidentifier()
     assert attribute.startswith(attrs.rsplit(".", 1)[-1])
     assert sglang_adapters.vendor_qualname(attribute) == qualname

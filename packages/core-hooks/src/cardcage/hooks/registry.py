@@ -21,6 +21,7 @@ import contextlib
 import os
 import sys
 import threading
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from . import _patch
@@ -33,7 +34,8 @@ from ._propagate import Replacement, propagate
 from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
 from .errors import HookApplyError, HookRegistrationError
-from .host import _current_plugin_source, sglang_plugin_source
+from .host import _current_plugin_source
+from .hosts import hosting_source
 from .log import get_logger
 
 if TYPE_CHECKING:
@@ -172,10 +174,11 @@ class BaseHookRegistry:
     _lock: ClassVar[threading.RLock]
     _deferred_scope: ClassVar[tuple[str, ...] | None]
     _deferred_failure_handler: ClassVar[Callable[[ApplyReport], None] | None]
-    #: SGLang 0.5.23's registry of the same runtime (``module:Class``), or None. When SGLang's
-    #: loader runs a plugin, ``register`` hands its hooks to that registry instead (DESIGN §8):
-    #: SGLang applies them at its apply time, with its own rules and attribution.
-    sglang_registry: ClassVar[str | None] = None
+    #: Per host (``cardcage.hooks.host.Host`` value), that host's registry of the same runtime
+    #: (``module:Class``). When the host's loader runs a plugin, ``register`` hands its hooks to
+    #: that registry instead (DESIGN §8): the host applies them at its apply time, with its own
+    #: rules and attribution. Empty: hooks always stay here (an embedder's runtime).
+    host_registries: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -228,13 +231,14 @@ class BaseHookRegistry:
             )
         path = parse_target(target)
         resolved = source if source is not None else _current_plugin_source.get()
-        if resolved is None and cls.sglang_registry is not None:
-            sglang_source = sglang_plugin_source()
-            if sglang_source is not None:
-                from ._sglang import register_in_sglang
+        if resolved is None and cls.host_registries:
+            hosting = hosting_source()
+            host_registry = cls.host_registries.get(hosting[0]) if hosting else None
+            if hosting is not None and host_registry is not None:
+                from .hosts import room
 
-                register_in_sglang(
-                    cls.sglang_registry, path.dotted, hook, hook_type.name, sglang_source
+                room(hosting[0]).register(
+                    host_registry, path.dotted, hook, hook_type.name, hosting[1]
                 )
                 return
         record = HookRecord(hook_type, hook, resolved)
@@ -642,7 +646,7 @@ if hasattr(os, "register_at_fork"):
 class HookRegistry(BaseHookRegistry):
     """The SRT runtime's registry (the seed's ``sglang.srt.plugins.hook_registry.HookRegistry``)."""
 
-    sglang_registry = "sglang.srt.plugins.hook_registry:HookRegistry"
+    host_registries = MappingProxyType({"sglang": "sglang.srt.plugins.hook_registry:HookRegistry"})
 
 
 def plugin_hook(

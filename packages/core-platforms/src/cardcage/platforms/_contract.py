@@ -18,7 +18,7 @@ calls the method:
   (``LegacyCapabilities``), so both hosts see the override's answer.
 
 cardcage's own classes (modules under ``cardcage.platforms``) are exempt from the warnings, and
-the SGLang adapters (``cardcage.platforms.sglang_adapters``) from the whole check: they are
+the SGLang adapters (``cardcage.platforms.hosts.sglang.adapter``) from the whole check: they are
 built from a class that passed it. Import-safe: stdlib modules that are already loaded.
 """
 
@@ -53,7 +53,7 @@ __all__ = [
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _OWN_MODULES = "cardcage.platforms."
-_ADAPTERS_MODULE = "cardcage.platforms.sglang_adapters"
+_ADAPTERS_MODULE = "cardcage.platforms.hosts.sglang.adapter"
 
 
 class Deprecation:

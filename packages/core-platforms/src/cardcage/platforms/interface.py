@@ -174,7 +174,7 @@ class SRTPlatform(DeviceMixin):
     #: seed's ``support_cuda_graph()`` or ``support_piecewise_cuda_graph()`` instead gets a
     #: per-instance ``capabilities`` that reads them.
     capabilities: PlatformCapabilities = PlatformCapabilities()
-    #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.sglang_adapters``
+    #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.hosts.sglang.adapter``
     #: subclasses when SGLang hosts the platform (DESIGN §8). Not for vendors to change.
     sglang_base_class: ClassVar[str] = "sglang.srt.platforms.interface:SRTPlatform"
 

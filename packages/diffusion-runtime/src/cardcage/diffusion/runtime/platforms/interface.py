@@ -153,7 +153,7 @@ class Platform(DeviceMixin):
     device: Any = None
     simple_compile_backend: str = "inductor"
     supported_quantization: tuple[str, ...] = ()
-    #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.sglang_adapters``
+    #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.hosts.sglang.adapter``
     #: subclasses when SGLang hosts the platform (DESIGN §8). Not for vendors to change.
     sglang_base_class: ClassVar[str] = "sglang.multimodal_gen.runtime.platforms.interface:Platform"
 

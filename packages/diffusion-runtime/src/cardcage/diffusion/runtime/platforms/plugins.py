@@ -11,6 +11,7 @@ failure policy is the loader's: the selected platform's distribution is fatal, o
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cardcage.hooks import loader as _loader
@@ -42,7 +43,9 @@ class HookRegistry(BaseHookRegistry):
     """The diffusion hook registry: its hooks never land in (or run from) SRT's registry."""
 
     # Under SGLang's diffusion loader, hooks go to SGLang's diffusion registry (DESIGN §8).
-    sglang_registry = "sglang.multimodal_gen.runtime.platforms.plugins:HookRegistry"
+    host_registries = MappingProxyType(
+        {"sglang": "sglang.multimodal_gen.runtime.platforms.plugins:HookRegistry"}
+    )
 
 
 def plugin_hook(

@@ -1,4 +1,4 @@
-"""Host-native adapters: a cardcage platform class, as SGLang 0.5.23's selection wants it.
+"""SGLang-native adapters: a cardcage platform class, as SGLang's selection wants it.
 
 SGLang resolves the name ``activate()`` returned with ``pkgutil.resolve_name`` and requires a
 subclass of its own base (``sglang.srt.platforms.interface.SRTPlatform``, or the diffusion
@@ -24,7 +24,9 @@ with this namespace:
   ``support_piecewise_cuda_graph()``, so SGLang sees those answers too;
 * the seed's per-kind KV-pool factories, which cardcage's base keeps as deprecated aliases, are
   hidden unless the vendor overrides them, since SGLang's ``get_kv_pool_cls`` treats their
-  presence as an override.
+  presence as an override;
+* vendor methods whose answer SGLang's callers need in SGLang's own type (``get_device`` as a
+  device string, SGLang's ``DeviceCapability``) are wrapped with the converters of ``types``.
 
 The attribute name encodes the vendor's qualname, so any process resolves it (SGLang's workers
 re-run selection; pickle finds an adapter instance's class the same way). Importing this module
@@ -39,6 +41,8 @@ import threading
 from typing import Any
 
 from cardcage.hooks.log import get_logger
+
+from . import types as _types
 
 __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
 
@@ -112,7 +116,7 @@ def _runtime_base(cls: type) -> type:
     for klass in cls.__mro__:
         if "sglang_base_class" in vars(klass):
             return klass
-    from .errors import InvalidPlatformClassError
+    from cardcage.platforms.errors import InvalidPlatformClassError
 
     raise InvalidPlatformClassError(
         f"{cls.__module__}.{cls.__qualname__} is not a cardcage platform class (it subclasses "
@@ -210,6 +214,11 @@ def build_adapter(cls: type) -> type:
         mapped = _host_value(raw, host_modules)
         if mapped is not raw:
             namespace[name] = mapped
+    host_mro = tuple(klass for klass in host_base.__mro__ if klass is not object)
+    for name in _types.CONVERSIONS:
+        if name in vendor_names and callable(vendor_function := getattr(cls, name, None)):
+            function = getattr(vendor_function, "__func__", vendor_function)
+            namespace[name] = _types.wrap(name, function, host_mro)
     if "get_cpu_architecture" in vendor_names:
         namespace["get_cpu_architecture"] = _host_enum_classmethod(cls, host_modules)
     if "capabilities" in vendor_names and hasattr(host_base, "capabilities"):
@@ -250,7 +259,7 @@ def _adapter_for(attribute: str) -> type:
     qualname = vendor_qualname(attribute)
     vendor = _resolve(qualname)
     if not isinstance(vendor, type):
-        from .errors import InvalidPlatformClassError
+        from cardcage.platforms.errors import InvalidPlatformClassError
 
         raise InvalidPlatformClassError(
             f"{qualname} names {type(vendor).__name__} {vendor!r:.60}, not a platform class."

@@ -1,0 +1,49 @@
+"""One room per host: everything cardcage knows about a host runtime's platform selection.
+
+A vendor's ``activate()`` is called by whichever runtime is starting: cardcage's selection, or a
+host's (SGLang's), which resolves the returned name itself and insists on a subclass of *its*
+base class. What that takes differs per host: the adapter class built on the host's base, the
+conversions of cardcage's types into the host's, the answer to "did this host select my
+platform?". Each host keeps all of it in one subpackage here (``hosts.sglang``), and offers the
+same small interface from that subpackage's ``__init__``:
+
+* ``SELECTION_MODULES``: runtime name (``"srt"``, ``"diffusion"``) -> the host module that runs
+  that runtime's selection; one of them in ``sys.modules`` means the host may be selecting;
+* ``adapter_qualname(qualname) -> str``: the name the host resolves to the adapter of the vendor
+  class ``qualname`` names;
+* ``selected(qualname, runtime) -> bool``: whether the host's selection of ``runtime`` picked
+  that class.
+
+``TRIGGERS`` lists, per host, the modules whose presence announces it, so the facade
+(``cardcage.platforms.host``) can tell which host runs without importing any room; a room is
+imported only for a host that has announced itself, and never imports the host on its own.
+Adding a host is adding a subpackage and a line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+
+__all__ = ["ROOMS", "TRIGGERS", "announced", "room"]
+
+#: host name (``cardcage.hooks.host.Host`` value) -> the subpackage that holds its room.
+ROOMS: dict[str, str] = {"sglang": "cardcage.platforms.hosts.sglang"}
+#: host name -> its selection modules (SRT, diffusion); any of them imported announces the host.
+TRIGGERS: dict[str, tuple[str, ...]] = {
+    "sglang": ("sglang.srt.platforms", "sglang.multimodal_gen.runtime.platforms"),
+}
+
+
+def room(host: str) -> ModuleType:
+    """The room of ``host`` (imported on first use)."""
+    return importlib.import_module(ROOMS[host])
+
+
+def announced() -> str | None:
+    """The first host whose selection modules are imported in this process, or None."""
+    for host, modules in TRIGGERS.items():
+        if any(name in sys.modules for name in modules):
+            return host
+    return None

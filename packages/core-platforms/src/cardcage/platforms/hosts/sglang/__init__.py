@@ -1,0 +1,46 @@
+"""SGLang's room in core-platforms: its selection modules, its adapters, its types.
+
+* ``adapter``: the SGLang-native subclass of a vendor's cardcage platform class, built when
+  SGLang resolves the name ``activate()`` returned;
+* ``types``: the answers SGLang's callers expect in SGLang's own types (a device string where
+  cardcage's contract returns a ``torch.device``, SGLang's ``DeviceCapability``).
+
+Importing this package imports neither SGLang nor a vendor class.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cardcage.platforms.hosts import TRIGGERS
+
+__all__ = ["SELECTION_MODULES", "adapter_qualname", "selected"]
+
+#: runtime name -> SGLang's module that runs its platform selection.
+SELECTION_MODULES: dict[str, str] = dict(zip(("srt", "diffusion"), TRIGGERS["sglang"], strict=True))
+
+
+def adapter_qualname(qualname: str) -> str:
+    """The name SGLang resolves to the adapter of the vendor class ``qualname`` names."""
+    from .adapter import adapter_qualname as encode
+
+    return encode(qualname)
+
+
+def selected(qualname: str, runtime: str) -> bool:
+    """True when SGLang's ``runtime`` selection picked the vendor class ``qualname``.
+
+    Resolves SGLang's ``current_platform`` (SGLang has done so by the time it loads plugins) and
+    compares the vendor class behind its adapter; spelling (``a.b:C`` or ``a.b.C``) is ignored.
+    False while SGLang's selection module for ``runtime`` is not imported.
+    """
+    module = sys.modules.get(SELECTION_MODULES[runtime])
+    if module is None:
+        return False
+    from .adapter import adapted_class
+
+    vendor = adapted_class(type(module.current_platform))
+    if vendor is None:
+        return False
+    wanted = qualname.strip().replace(":", ".")
+    return f"{vendor.__module__}.{vendor.__qualname__}" == wanted
