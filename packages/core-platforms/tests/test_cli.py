@@ -9,7 +9,9 @@ test-only requirement (the nox session installs it).
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from cli_support import (
     SGLANG_NATIVE_PLUGIN,
     UNIMPORTABLE_PLATFORM,
     Site,
+    clean_environ,
     run_cli,
     validate,
 )
@@ -420,6 +423,36 @@ def test_platform_typo_shows_the_suggestion_and_exits_1(site: Site) -> None:
     assert document["error"]["type"] == "PlatformNotFoundError"
     assert document["error"]["plugin"] == "acmee"
     assert "Did you mean 'acme'?" in document["error"]["message"]
+
+
+def test_platform_name_in_the_wrong_case_is_suggested_in_its_own_spelling(site: Site) -> None:
+    site.oot("acme-accel", "acme_npu")
+    text = site.run("platform", env={"SGLANG_PLATFORM": "ACME_NPU"})
+    assert text.returncode == 1, text
+    assert "Did you mean 'acme_npu'?" in text.stdout
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(site: Site) -> None:
+    # `cardcage platform --json | head`: the reader has gone before the document is written.
+    # Closing the read end first makes the write fail every time, not only when head wins a race.
+    site.oot("acme-accel", "acme")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        writer = subprocess.run(
+            [sys.executable, "-m", "cardcage.platforms.cli", "platform", "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_environ({"PYTHONPATH": str(site.root), **site.env}),
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert "Traceback" not in writer.stderr, writer.stderr
+    assert "BrokenPipeError" not in writer.stderr
+    assert writer.returncode == 141  # as a Unix tool killed by SIGPIPE
 
 
 def test_platform_activation_error_names_plugin_distribution_and_cause(site: Site) -> None:
@@ -1141,7 +1174,10 @@ def test_doctor_names_a_selected_platform_written_for_sglang_with_both_fixes(sit
         assert (
             "install SGLang (pip install sglang) and start SGLang's own runtime" in (finding["fix"])
         )
-        assert "the porting guide: docs/platforms/porting.md" in finding["fix"]
+        assert (
+            'the porting guide: the page "Porting a plugin between SGLang and cardcage"'
+            in finding["fix"]
+        )
         assert finding["distributions"] == [{"name": "native-vendor", "version": "1.0"}]
     assert (
         "importing the class its activate() named (ccfix_native.platform.NativePlatform)"

@@ -37,8 +37,13 @@ __all__ = [
     "targets_sglang_problem",
 ]
 
-#: cardcage's guide to moving a plugin between SGLang's API and cardcage's, in either direction.
-SGLANG_PORTING_GUIDE = "docs/platforms/porting.md"
+#: cardcage's guide to moving a plugin between SGLang's API and cardcage's, in either direction,
+#: named by its page title so a user holding only a wheel can find it in the built docs (the
+#: source path follows for those reading the repository).
+SGLANG_PORTING_GUIDE = (
+    'the page "Porting a plugin between SGLang and cardcage" of cardcage\'s documentation '
+    "(docs/platforms/porting.md in its repository)"
+)
 
 
 class CardcageError(Exception):
@@ -103,9 +108,10 @@ class DuplicatePluginError(PluginError, RuntimeError):
         self.distributions = tuple(distributions)
         shown = ", ".join(str(d) for d in self.distributions)
         super().__init__(
-            f"Entry-point name {plugin!r} in group {group!r} is provided by several "
-            f"distributions: {shown}. Uninstall all but one of them, or rename the entry point "
-            "in one distribution's pyproject.toml.",
+            f"Duplicate entry-point name {plugin!r} in group {group!r}: entry-point names must "
+            f"be unique within a group, and it is provided by several distributions: {shown}. "
+            "Uninstall all but one of them, or rename the entry point in one distribution's "
+            "pyproject.toml.",
             group=group,
             plugin=plugin,
             distribution=self.distributions[0] if self.distributions else None,

@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -95,6 +96,14 @@ def _error_block(error: ErrorInfo) -> str:
 # -- plugins list ------------------------------------------------------------------------------
 
 
+def _allowlist_text(env: str, allowlist: Sequence[str]) -> str:
+    """An allowlist as the loader reads it. A value with no names (``,``) allows nothing,
+    which an echo of its names (``''``) would hide."""
+    if not allowlist:
+        return f"{env} is set but names nothing, so it allows no plugin"
+    return f"{env}={','.join(allowlist)!r} (allowlist)"
+
+
 def _render_plugins(report: PluginsReport, verbose: int) -> str:
     lines = []
     for p in report.profiles:
@@ -106,7 +115,7 @@ def _render_plugins(report: PluginsReport, verbose: int) -> str:
         if p.allowlist is None:
             allow = f"{p.allowlist_env} not set (no filter)"
         else:
-            allow = f"{p.allowlist_env}={','.join(p.allowlist)!r} (allowlist)"
+            allow = _allowlist_text(p.allowlist_env, p.allowlist)
         lines.append(f"{p.name.upper()} runtime: {selector}; {allow}")
     lines.append("")
     if not report.plugins:
@@ -234,7 +243,14 @@ def _render_runtime_hooks(report: RuntimeHooks) -> str:
             "Platform choice: none known, so no platform distribution's plugins were excluded."
         )
     elif choice is not None:
-        who = repr(choice.entry_point) if choice.entry_point else "a built-in platform"
+        if choice.entry_point:
+            who = repr(choice.entry_point)
+        elif choice.builtin and choice.platform:
+            who = f"the built-in platform {choice.builtin!r} ({choice.platform})"
+        elif choice.platform:
+            who = f"none matched, so the base class {choice.platform}"
+        else:
+            who = "a built-in platform"
         if choice.distribution:
             who += f" from {_dist(choice.distribution, choice.version)}"
         lines.append(f"Platform choice: {who} ({choice.reason}).")
@@ -534,9 +550,29 @@ def main(argv: list[str] | None = None) -> int:
             outcome: _Outcome = args.run(args)
     except _UsageError as exc:
         parser.exit(2, f"cardcage {args.command}: error: {exc}\n")
-    _emit(outcome, args.json, args.verbose, out)
-    out.flush()
+    try:
+        _emit(outcome, args.json, args.verbose, out)
+        out.flush()
+    except BrokenPipeError:
+        return _reader_went_away(out)
     return outcome.code
+
+
+#: What a Unix tool exits with when its reader closes the pipe (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_went_away(out: Any) -> int:
+    """``cardcage platform --json | head``: the reader closed the pipe, which is not an error of
+    ours. Point the stream at /dev/null so the interpreter's final flush does not print a
+    ``BrokenPipeError`` traceback either, and exit as a Unix tool killed by SIGPIPE would."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file descriptor (a test's StringIO): nothing will be flushed later
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

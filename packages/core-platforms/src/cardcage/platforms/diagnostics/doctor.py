@@ -21,12 +21,12 @@ plugins it excludes, by cardcage's rule, automatic mode included.
 
 from __future__ import annotations
 
-import difflib
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks.loader import allowlist_scope
+from cardcage.hooks.spelling import closest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -145,8 +145,8 @@ def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> l
     groups, known = allowlist_scope(profile, snapshot)
     findings = []
     for name in sorted(allowed - known):
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(name, known)
+        hint = f" Did you mean {close!r}?" if close else ""
         findings.append(
             Finding(
                 code="allowlist-unmatched",

@@ -65,6 +65,10 @@ class ChoiceInfo:
     distribution: str | None
     version: str | None
     reason: str
+    #: The selected class and whether it is a built-in, from the runtime's selection record
+    #: (None when the runtime keeps none): what tells a built-in from the fallback base class.
+    platform: str | None = None
+    builtin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,20 @@ def _hook_rows(
     return tuple(rows)
 
 
+def _selection_record(runtime: Runtime) -> object | None:
+    """The runtime's selection record, once ``load_plugins()`` has resolved its platform.
+
+    Read only from an accessor already imported (the one the runtime's loader used), so this
+    never resolves a platform that start-up would not have; None when there is none.
+    """
+    try:
+        current = runtime.accessor_module()
+        getter = getattr(current, "get_selection_record", None)
+        return getter() if callable(getter) else None
+    except Exception:  # a runtime without a record, or one whose selection failed
+        return None
+
+
 def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
     from cardcage.hooks.loader import PluginLoadReport, load_plugins
 
@@ -177,6 +195,7 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
         error = error_info(exc, versions)
     failed = dict(report.apply.failed) if report and report.apply else {}
     choice = report.selection if report else None
+    record = _selection_record(runtime) if report is not None else None
     return RuntimeHooks(
         runtime=runtime.name,
         selection=ChoiceInfo(
@@ -184,6 +203,8 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
             distribution=choice.dist_name,
             version=version_of(choice.dist_name, versions),
             reason=choice.reason,
+            platform=getattr(record, "qualname", None),
+            builtin=getattr(record, "builtin", None),
         )
         if choice is not None
         else None,
