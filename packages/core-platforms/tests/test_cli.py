@@ -1398,3 +1398,61 @@ def test_doctor_json_names_the_class_activate_returned_when_it_fails_validation(
     assert startup["platform"]["plugin"] == "lazy"
     assert startup["platform"]["qualname"] == "ccfix_lazy_vendor_lazy:FixturePlatform"
     assert startup["selection_fails"] is True
+
+
+# -- doctor --hooks: hooks startup registers but could never apply -----------------------------
+
+DEAD_HOOKS_PLUGIN = """
+import json
+
+from cardcage.hooks import HookRegistry, HookType
+
+
+def register():
+    HookRegistry.register("json.dumps", lambda result, *args, **kwargs: result, HookType.AFTER)
+    HookRegistry.register(
+        "vllm_not_installed_here._custom_ops.fused_add_rms_norm",
+        lambda original, *args, **kwargs: original(*args, **kwargs),
+        HookType.AROUND,
+    )
+    HookRegistry.register("json.no_such_function", lambda *args, **kwargs: None, HookType.BEFORE)
+"""
+
+
+def test_doctor_hooks_fails_strict_on_each_hook_that_cannot_apply(site: Site) -> None:
+    site.plugin("dead-hooks", "dead_hooks", DEAD_HOOKS_PLUGIN)
+
+    fast = site.run("doctor", "--strict")
+    assert fast.returncode == 0, fast  # the default never resolves a target: it stays fast
+
+    result = site.run("doctor", "--strict", "--hooks", "--json")
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("doctor", document)
+    dead = {
+        f["message"].split("on ")[1].split()[0]: f
+        for f in document["findings"]
+        if f["code"] == "hook-cannot-apply"
+    }
+    assert set(dead) == {
+        "'vllm_not_installed_here._custom_ops.fused_add_rms_norm'",
+        "'json.no_such_function'",
+    }
+    missing_module = dead["'vllm_not_installed_here._custom_ops.fused_add_rms_norm'"]
+    assert missing_module["severity"] == "error"
+    assert missing_module["plugin"] == "dead_hooks"
+    assert missing_module["distributions"] == [{"name": "dead-hooks", "version": "1.0"}]
+    assert "ModuleNotFoundError" in missing_module["message"]
+    assert "AROUND" in missing_module["message"]
+    assert "dead-hooks's register()" in missing_module["fix"]
+
+    text = site.run("doctor", "--hooks")
+    assert "hook-cannot-apply" in text.stdout
+    assert "Traceback" not in text.stderr  # the finding reports it; apply()'s log stays quiet
+
+
+def test_doctor_hooks_leaves_a_plugin_whose_hooks_apply_alone(site: Site) -> None:
+    site.plugin("hooking", "hooking", HOOKING_PLUGIN)
+    result = site.run("doctor", "--strict", "--hooks", "--json")
+    assert result.returncode == 0, result
+    assert "hook-cannot-apply" not in _codes(result.json())

@@ -19,6 +19,7 @@ __all__ = [
     "CardcageError",
     "DuplicatePluginError",
     "HookApplyError",
+    "HookApplyWarning",
     "HookError",
     "HookRegistrationError",
     "HookResultError",
@@ -287,3 +288,17 @@ class HookApplyError(HookError, RuntimeError):
         self.failures = dict(failures)
         targets = sorted(self.failures)
         super().__init__(message, target=targets[0] if len(targets) == 1 else None)
+
+
+class HookApplyWarning(RuntimeWarning):
+    """``apply()`` left hook targets unpatched (not in strict mode): their hooks do not run.
+
+    The failure is also logged at ERROR, but a library's logger has a ``NullHandler``, so a plain
+    script that never configured logging would not see it; a ``RuntimeWarning`` is shown by
+    default, once per call site, and ``-W error::cardcage.hooks.errors.HookApplyWarning`` (or
+    ``apply(strict=True)``) turns it into an error. ``failures`` maps each target to its exception.
+    """
+
+    def __init__(self, message: str, *, failures: Mapping[str, BaseException]) -> None:
+        self.failures = dict(failures)
+        super().__init__(message)

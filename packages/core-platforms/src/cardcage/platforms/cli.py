@@ -440,7 +440,7 @@ def _cmd_env(args: argparse.Namespace) -> _Outcome:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> _Outcome:
-    report = _collect(lambda: diag.run_doctor(_runtimes(args)))
+    report = _collect(lambda: diag.run_doctor(_runtimes(args), check_hooks=args.hooks))
     return _Outcome(report, _render_doctor, 1 if args.strict and report.problems else 0)
 
 
@@ -515,6 +515,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument(
         "--strict", action="store_true", help="exit 1 when any error or warning is found"
+    )
+    doctor.add_argument(
+        "--hooks",
+        action="store_true",
+        help=(
+            "also apply, and at once undo, every hook the general plugins register, and report "
+            "each target that cannot be patched (imports the targets' modules: slower)"
+        ),
     )
     doctor.set_defaults(run=_cmd_doctor)
     return parser
