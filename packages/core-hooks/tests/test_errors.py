@@ -14,6 +14,7 @@ from cardcage.hooks import errors
 from cardcage.hooks.errors import (
     CardcageError,
     DuplicatePluginError,
+    EarlyPatchError,
     HookApplyError,
     HookError,
     HookRegistrationError,
@@ -47,6 +48,7 @@ BUILTIN = {
     DuplicatePluginError: RuntimeError,
     PluginLoadError: RuntimeError,
     SGLangPluginLoadError: RuntimeError,
+    EarlyPatchError: RuntimeError,
     RuntimeRegistrationError: TypeError,
     HookRegistrationError: TypeError,
     InvalidTargetError: ValueError,
