@@ -16,6 +16,7 @@ from cardcage.hooks import errors
 from cardcage.hooks.errors import (
     CardcageError,
     DuplicatePluginError,
+    EarlyPatchError,
     HookApplyError,
     HookApplyWarning,
     HookError,
@@ -50,6 +51,7 @@ BUILTIN = {
     DuplicatePluginError: RuntimeError,
     PluginLoadError: RuntimeError,
     SGLangPluginLoadError: RuntimeError,
+    EarlyPatchError: RuntimeError,
     RuntimeRegistrationError: TypeError,
     HookRegistrationError: TypeError,
     InvalidTargetError: ValueError,

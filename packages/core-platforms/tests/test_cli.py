@@ -1456,3 +1456,130 @@ def test_doctor_hooks_leaves_a_plugin_whose_hooks_apply_alone(site: Site) -> Non
     result = site.run("doctor", "--strict", "--hooks", "--json")
     assert result.returncode == 0, result
     assert "hook-cannot-apply" not in _codes(result.json())
+
+
+# -- early patches ---------------------------------------------------------------------------------
+
+EARLY = "cardcage.early_patches"
+
+#: An early patch: a value on a module it imports itself (applied at once) and a hook on a module
+#: the CLI never imports (pending).
+EARLY_PATCH = """
+from cardcage.hooks import HookType, early
+
+
+def later(result, *args, **kwargs):
+    return result
+
+
+def register():
+    import ccfix_early_host
+
+    early.set_value("ccfix_early_host:MODE", "vendor")
+    early.hook("ccfix_early_host.later:compute", later, HookType.AFTER)
+"""
+
+RAISING_EARLY_PATCH = """
+def register():
+    raise RuntimeError("vendor early patch exploded")
+"""
+
+
+def _early_fixtures(site: Site, source: str = EARLY_PATCH) -> None:
+    site.module("ccfix_early_host", "MODE = 'plain'\n")
+    site.add(
+        "acme-early",
+        "3.1",
+        entry_points={EARLY: {"acme_early": "ccfix_acme_early:register"}},
+        modules={"ccfix_acme_early": site.touching("acme_early", source)},
+    )
+
+
+@without_diffusion
+def test_hooks_lists_early_patches_with_their_source_and_status(site: Site) -> None:
+    _early_fixtures(site)
+    document = _json(site, "hooks", env={"CARDCAGE_EARLY_PATCHES": "acme_early"})
+    early = document["early_patches"]
+    assert (early["requested"], early["booted"], early["error"]) == (["acme_early"], True, None)
+    (plugin,) = early["plugins"]
+    assert (plugin["name"], plugin["distribution"], plugin["version"], plugin["status"]) == (
+        "acme_early",
+        "acme-early",
+        "3.1",
+        "executed",
+    )
+    rows = {row["target"]: row for row in early["patches"]}
+    value = rows["ccfix_early_host:MODE"]
+    assert (value["kind"], value["status"], value["plugin"], value["distribution"]) == (
+        "value",
+        "applied",
+        "acme_early",
+        "acme-early",
+    )
+    pending = rows["ccfix_early_host.later:compute"]
+    assert (pending["kind"], pending["type"], pending["status"]) == ("hook", "AFTER", "pending")
+    assert pending["pending_module"] == "ccfix_early_host.later"
+    text = site.run("hooks", env={"CARDCAGE_EARLY_PATCHES": "acme_early"}).stdout
+    assert "Early patches (CARDCAGE_EARLY_PATCHES=acme_early): ran at interpreter start." in text
+    assert "pending (ccfix_early_host.later)" in text
+
+
+@without_diffusion
+def test_an_installed_early_patch_that_is_not_named_is_listed_and_never_imported(
+    site: Site,
+) -> None:
+    _early_fixtures(site)
+    document = _json(site, "hooks")
+    early = document["early_patches"]
+    assert (early["requested"], early["booted"], early["patches"]) == ([], False, [])
+    assert [p["status"] for p in early["plugins"]] == ["not-requested"]
+    assert not site.marker("acme_early").exists()
+    assert "Early patches: none requested" in site.run("hooks").stdout
+
+
+@without_diffusion
+def test_doctor_reports_a_misspelled_early_patch_name(site: Site) -> None:
+    _early_fixtures(site)
+    document = _json(site, "doctor", env={"CARDCAGE_EARLY_PATCHES": "acme_erly"})
+    (finding,) = [f for f in document["findings"] if f["code"] == "early-patch-unmatched"]
+    assert finding["severity"] == "warning"
+    assert "Did you mean 'acme_early'?" in finding["message"]
+
+
+@without_diffusion
+def test_the_selected_platforms_failing_early_patch_fails_hooks_and_doctor(site: Site) -> None:
+    site.add(
+        "acme-npu",
+        "2.0",
+        entry_points={
+            PLATFORMS: {"acme": "ccfix_acme_npu:activate"},
+            EARLY: {"acme_early": "ccfix_acme_npu_early:register"},
+        },
+        modules={
+            "ccfix_acme_npu": OOT_PLATFORM.format(
+                module="ccfix_acme_npu", cls="AcmePlatform", device="acme"
+            ),
+            "ccfix_acme_npu_early": RAISING_EARLY_PATCH,
+        },
+    )
+    env = {"SGLANG_PLATFORM": "acme", "CARDCAGE_EARLY_PATCHES": "acme_early"}
+    result = site.run("hooks", "--json", env=env)
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("hooks", document)
+    error = document["runtimes"][0]["error"]
+    assert (error["type"], error["plugin"], error["distribution"]) == (
+        "EarlyPatchError",
+        "acme_early",
+        "acme-npu",
+    )
+    assert "vendor early patch exploded" in error["message"]
+    doctor = _json(site, "doctor", env=env)
+    (finding,) = [f for f in doctor["findings"] if f["code"] == "early-patch-failed"]
+    assert finding["severity"] == "error"
+    assert finding["distributions"] == [{"name": "acme-npu", "version": "2.0"}]
+    # Another platform selected: the same failure is a warning, and startup goes on.
+    site.oot("other-npu", "other")
+    doctor = _json(site, "doctor", env={**env, "SGLANG_PLATFORM": "other"})
+    (finding,) = [f for f in doctor["findings"] if f["code"] == "early-patch-failed"]
+    assert finding["severity"] == "warning"

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CardcageError",
     "DuplicatePluginError",
+    "EarlyPatchError",
     "HookApplyError",
     "HookApplyWarning",
     "HookError",
@@ -136,6 +137,36 @@ class PluginLoadError(PluginError, RuntimeError):
     ) -> None:
         self.targets = tuple(targets)
         super().__init__(message, group=group, plugin=plugin, distribution=distribution)
+
+
+class EarlyPatchError(PluginLoadError):
+    """An early patch of the selected platform's distribution failed.
+
+    Early patches run at interpreter start, before any platform is selected, so a failure there
+    is recorded (``cardcage.hooks.early.failures()``) and raised as this error once the
+    selection names its distribution: by ``load_plugins()`` of either runtime, or by the import
+    that reveals it after the selection is known. ``group`` is ``cardcage.early_patches``;
+    ``step`` says what failed (importing the entry point, its callback, a patch of a target, a
+    stand-in); ``targets`` lists the targets concerned.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        plugin: str | None,
+        distribution: str | None,
+        step: str,
+        targets: Sequence[str] = (),
+    ) -> None:
+        self.step = step
+        super().__init__(
+            message,
+            group="cardcage.early_patches",
+            plugin=plugin,
+            distribution=distribution,
+            targets=targets,
+        )
 
 
 class RuntimeRegistrationError(PluginError, TypeError):

@@ -37,6 +37,7 @@ from . import diagnostics as diag
 if TYPE_CHECKING:
     from .diagnostics import (
         DoctorReport,
+        EarlyPatches,
         EnvReport,
         ErrorInfo,
         HooksReport,
@@ -226,11 +227,62 @@ def _render_platform(report: PlatformReport, verbose: int) -> str:
 def _render_hooks(report: HooksReport, verbose: int) -> str:
     del verbose
     if len(report.runtimes) == 1:
-        return _render_runtime_hooks(report.runtimes[0])
-    return "\n\n".join(
-        f"== {r.display_name or r.runtime} runtime\n\n{_render_runtime_hooks(r)}"
-        for r in report.runtimes
+        text = _render_runtime_hooks(report.runtimes[0])
+    else:
+        text = "\n\n".join(
+            f"== {r.display_name or r.runtime} runtime\n\n{_render_runtime_hooks(r)}"
+            for r in report.runtimes
+        )
+    early = _render_early(report.early) if report.early is not None else ""
+    return f"{text}\n\n{early}" if early else text
+
+
+def _render_early(early: EarlyPatches) -> str:
+    """The early-patch section; empty when none is installed and none is asked for."""
+    if not early.plugins and not early.requested and early.error is None:
+        return ""
+    asked = ",".join(early.requested)
+    if early.error is not None:
+        head = f"Early patches: {early.error}"
+    elif not early.requested:
+        head = f"Early patches: none requested ({early.variable} is not set); none ran."
+    elif early.booted:
+        head = f"Early patches ({early.variable}={asked}): ran at interpreter start."
+    else:
+        head = (
+            f"Early patches ({early.variable}={asked}): did NOT run at interpreter start (the "
+            ".pth file of cardcage-core-hooks was not processed)."
+        )
+    lines = [head, "", "Early-patch entry points:"]
+    lines.append(
+        _table(
+            ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "DETAIL"],
+            [[p.name, p.distribution, p.version, p.status, p.detail] for p in early.plugins],
+        )
+        if early.plugins
+        else "  none installed"
     )
+    if early.patches:
+        lines += ["", "Early patches armed:"]
+        lines.append(
+            _table(
+                ["KIND", "TARGET", "TYPE", "PLUGIN", "DISTRIBUTION", "VERSION", "STATUS"],
+                [
+                    [
+                        p.kind,
+                        p.target,
+                        p.type,
+                        p.plugin,
+                        p.distribution,
+                        p.version,
+                        p.status if p.pending_module is None else f"pending ({p.pending_module})",
+                    ]
+                    for p in early.patches
+                ],
+            )
+        )
+        lines += [f"  ! {p.target}: {p.error}" for p in early.patches if p.error]
+    return "\n".join(lines)
 
 
 def _render_runtime_hooks(report: RuntimeHooks) -> str:

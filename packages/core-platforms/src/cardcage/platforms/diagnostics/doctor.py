@@ -657,6 +657,98 @@ def _check_env_vars() -> list[Finding]:
     return findings
 
 
+def _check_early_patches(snapshot: EntryPointSnapshot, selected: set[str]) -> list[Finding]:
+    """Early patches (``cardcage.hooks.early``), as this process ran them at interpreter start.
+
+    ``CARDCAGE_EARLY_PATCHES`` is inherited by doctor's process like any other, so the ``.pth``
+    line ran the named patches there: a name that matches no entry point, a variable set where
+    the ``.pth`` did not run, and every recorded failure are reported. A failure of a
+    distribution in ``selected`` (it supplies a selected platform) is an error: startup's
+    ``load_plugins()`` raises ``EarlyPatchError`` for it. A variable that does not parse is
+    ``invalid-env-var``; two distributions with one name are ``duplicate-entry-point``.
+    """
+    from cardcage.hooks import early
+    from cardcage.hooks.envs import CARDCAGE_EARLY_PATCHES
+    from cardcage.hooks.errors import InvalidEnvVarError
+    from cardcage.platforms.selection_checks import check_duplicates
+
+    group = early.EARLY_PATCHES_GROUP
+    eps = snapshot.group(group)
+    findings = list(check_duplicates(group, eps))
+    try:
+        requested = CARDCAGE_EARLY_PATCHES.get()
+    except InvalidEnvVarError:
+        return findings
+    known = sorted({ep.name for ep in eps})
+    variable = CARDCAGE_EARLY_PATCHES.name
+    for name in requested:
+        if name in known:
+            continue
+        close = closest(name, known)
+        hint = f" Did you mean {close!r}?" if close else ""
+        findings.append(
+            Finding(
+                code="early-patch-unmatched",
+                severity="warning",
+                message=f"{variable} names {name!r}, which matches no entry point in {group}."
+                + hint,
+                fix=(
+                    f"Fix the spelling in {variable}, remove {name!r} from it, or install the "
+                    f"distribution that provides it (installed: "
+                    f"{', '.join(repr(n) for n in known) or 'none'})."
+                ),
+                group=group,
+                plugin=name,
+            )
+        )
+    if requested and not early.report(snapshot).booted:
+        findings.append(
+            Finding(
+                code="early-patch-not-run",
+                severity="warning",
+                message=(
+                    f"{variable} names {', '.join(map(repr, requested))}, but no early patch ran "
+                    "at this interpreter's start: the .pth file of cardcage-core-hooks was not "
+                    "processed (python -S, or cardcage-core-hooks is installed outside "
+                    "site-packages: pip --target and PYTHONPATH skip .pth files)."
+                ),
+                fix="Install cardcage-core-hooks into the environment's site-packages.",
+                group=group,
+            )
+        )
+    versions = {normalize(ep.dist_name): ep.dist.version for ep in eps if ep.dist and ep.dist_name}
+    for failure in early.failures():
+        key = normalize(failure.dist_name) if failure.dist_name else None
+        fatal = key is not None and key in selected
+        consequence = (
+            "It ships with a selected platform, so load_plugins() raises EarlyPatchError and "
+            "startup fails."
+            if fatal
+            else "Startup goes on without it (logged and isolated)."
+        )
+        findings.append(
+            Finding(
+                code="early-patch-failed",
+                severity="error" if fatal else "warning",
+                message=(
+                    f"Early patch {failure.plugin!r} ({failure.dist_name}) failed "
+                    f"{failure.line()}. {consequence}"
+                ),
+                fix=(
+                    f"Fix or reinstall {failure.dist_name}, remove {failure.plugin!r} from "
+                    f"{variable}" + (", or select another platform." if fatal else ".")
+                ),
+                group=group,
+                plugin=failure.plugin,
+                distributions=(DistRef(failure.dist_name, versions.get(key or "")),)
+                if failure.dist_name
+                else (),
+                traceback=_tb(failure.error),
+            )
+        )
+    return findings
+
+
 def _runtime_broken(dist: str, profile: RuntimeProfile, exc: BaseException) -> Finding:
     """An installed runtime whose selection policy cannot be imported: it cannot start."""
     return Finding(
@@ -766,6 +858,9 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
             findings.extend(
                 _check_general(group, snapshot.group(group), startups.get(group), check_hooks)
             )
+    if runtimes is None:
+        selected = {s.selected_dist for s in startups.values() if s.selected_dist is not None}
+        findings.extend(_check_early_patches(snapshot, selected))
     summaries = {
         s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
     }

@@ -102,15 +102,59 @@ class RuntimeHooks:
 
 
 @dataclass(frozen=True)
+class EarlyPluginRow:
+    """One entry point of the ``cardcage.early_patches`` group and what became of it."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+    #: executed | failed-import | failed-register | not-requested | not-found | duplicate
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class EarlyPatchRow:
+    """One patch an early-patch callback armed: a hook, a module value or a stand-in."""
+
+    kind: str  # hook | value | stand-in
+    target: str
+    type: str  # BEFORE | AFTER | AROUND | REPLACE | VALUE | STAND-IN
+    plugin: str | None
+    distribution: str | None
+    version: str | None
+    status: str  # applied | provided | pending | failed | real-module | undone
+    pending_module: str | None
+    error: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class EarlyPatches:
+    """The process's early patches (``cardcage.hooks.early``): requested, run, armed."""
+
+    variable: str
+    requested: tuple[str, ...]
+    #: Whether the ``.pth`` line ran them at this process's interpreter start.
+    booted: bool
+    error: str | None
+    plugins: tuple[EarlyPluginRow, ...]
+    patches: tuple[EarlyPatchRow, ...]
+
+
+@dataclass(frozen=True)
 class HooksReport:
-    """Every requested runtime's hooks, SRT first.
+    """Every requested runtime's hooks, SRT first, and the process's early patches.
 
     The JSON document keeps the single-runtime layout of ``cardcage.hooks/1`` at the top level
     (the fields of ``runtimes[0]``) and lists every runtime under ``runtimes``; its ``ok`` is
-    true only when every runtime's ``load_plugins()`` succeeded.
+    true only when every runtime's ``load_plugins()`` succeeded. ``early_patches`` is not per
+    runtime: early patches run at interpreter start, before any runtime exists.
     """
 
     runtimes: tuple[RuntimeHooks, ...]
+    early: EarlyPatches | None = None
 
     @property
     def ok(self) -> bool:
@@ -119,7 +163,13 @@ class HooksReport:
     def as_json(self) -> dict[str, Any]:
         runtimes = [r.as_json() for r in self.runtimes]
         first = {k: v for k, v in runtimes[0].items() if k != "ok"}
-        return {"schema": "cardcage.hooks/1", "ok": self.ok, **first, "runtimes": runtimes}
+        return {
+            "schema": "cardcage.hooks/1",
+            "ok": self.ok,
+            **first,
+            "runtimes": runtimes,
+            "early_patches": to_json(self.early),
+        }
 
 
 def _qualname(obj: object) -> str:
@@ -240,4 +290,45 @@ def collect_hooks(runtimes: Sequence[str] | None = None) -> HooksReport:
             "no runtime is registered in the 'cardcage.runtimes' entry-point group; reinstall "
             "cardcage-core-platforms (it registers 'srt')"
         )
-    return HooksReport(tuple(_collect_runtime(runtime, versions) for runtime in chosen))
+    runtimes_hooks = tuple(_collect_runtime(runtime, versions) for runtime in chosen)
+    return HooksReport(runtimes_hooks, collect_early(versions))
+
+
+def collect_early(versions: dict[str, str]) -> EarlyPatches:
+    """The early patches of this process (run at its interpreter start when the variable is
+    set), and the installed early-patch entry points that were not requested (never imported)."""
+    from cardcage.hooks import early
+
+    report = early.report(current_snapshot())
+    return EarlyPatches(
+        variable=report.variable,
+        requested=report.requested,
+        booted=report.booted,
+        error=report.error,
+        plugins=tuple(
+            EarlyPluginRow(
+                name=p.name,
+                value=p.value,
+                distribution=p.dist_name,
+                version=version_of(p.dist_name, versions),
+                status=p.status,
+                detail=p.detail,
+            )
+            for p in report.plugins
+        ),
+        patches=tuple(
+            EarlyPatchRow(
+                kind=p.kind,
+                target=p.target,
+                type=p.type,
+                plugin=p.plugin,
+                distribution=p.dist_name,
+                version=version_of(p.dist_name, versions),
+                status=p.status,
+                pending_module=p.pending_module,
+                error=p.error,
+                detail=p.detail,
+            )
+            for p in report.patches
+        ),
+    )
