@@ -509,7 +509,8 @@ for sdist in sorted(dist.glob("*.tar.gz")):
         files = {n for n in zipfile.ZipFile(wheel).namelist() if ".dist-info/RECORD" not in n}
         rebuilt = {n for n in zipfile.ZipFile(again).namelist() if ".dist-info/RECORD" not in n}
         if files != rebuilt:
-            problems.append(f"{sdist.name}: missing {sorted(files - rebuilt)}, extra {sorted(rebuilt - files)}")
+            missing, extra = sorted(files - rebuilt), sorted(rebuilt - files)
+            problems.append(f"{sdist.name}: missing {missing}, extra {extra}")
 sys.exit(chr(10).join(problems) if problems else 0)
 """
 
