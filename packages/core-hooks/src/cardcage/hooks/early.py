@@ -629,7 +629,7 @@ def _arm_all(items: Iterable[_ValuePatch | _StandIn | str]) -> None:
             _arm_stand_in(item)
     if targets:
         EarlyPatchRegistry.set_deferred_failure_handler(_on_hook_failures)
-        report = EarlyPatchRegistry.apply(deferred=True, targets=targets)
+        report = EarlyPatchRegistry.apply(deferred=True, targets=targets, warn=False)
         if report.failed:
             _on_hook_failures(report)
 

@@ -370,13 +370,17 @@ class BaseHookRegistry:
         propagate: bool | Sequence[str] = True,
         deferred: bool = False,
         targets: Sequence[str] | None = None,
+        warn: bool = True,
     ) -> ApplyReport:
         """Patch every target that has unapplied hooks and report what happened.
 
         ``propagate`` rebinds stale module-level aliases of patched objects: True for every
         module, False for none, or a sequence of module prefixes to limit the pass. ``deferred``
         never imports: targets whose module is not imported yet are patched on its first import.
-        ``strict`` raises ``HookApplyError`` if any target failed (after applying the others).
+        ``strict`` raises ``HookApplyError`` if any target failed (after applying the others);
+        otherwise a failure is logged and issued as a ``HookApplyWarning`` from the caller's
+        line, unless ``warn`` is False: a caller that applies its own failure policy to the
+        report (cardcage's loader, early patches) reports failures itself.
         """
         scope: tuple[str, ...] | None
         if propagate is True:
@@ -391,7 +395,8 @@ class BaseHookRegistry:
         if report.failed:
             if strict:
                 raise _apply_error(report.failed, records)
-            _warn_unapplied(report.failed, records)
+            if warn:
+                _warn_unapplied(report.failed, records)
         return report
 
     @classmethod
