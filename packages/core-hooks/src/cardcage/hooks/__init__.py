@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         SGLangPluginLoadError,
         TargetsSGLangError,
     )
-    from .host import Host, plugin_host
+    from .host import Host, general_plugin, plugin_host
     from .loader import (
         GENERAL_PLUGINS_GROUP,
         PLATFORM_PLUGINS_GROUP,
@@ -84,6 +84,7 @@ _EXPORTS = {
     "PluginLoadError": "errors",
     "RuntimeRegistrationError": "errors",
     "Host": "host",
+    "general_plugin": "host",
     "plugin_host": "host",
     "SGLangPluginLoadError": "errors",
     "TargetsSGLangError": "errors",
@@ -147,6 +148,7 @@ __all__ = [
     "entry_point_snapshot",
     "execute_plugin_callbacks",
     "format_source",
+    "general_plugin",
     "get_runtime",
     "load_plugins",
     "load_plugins_by_group",
