@@ -84,6 +84,23 @@ SGLANG_HOST_PINS = [
     "aiohttp==3.14.5",  # sglang.lang.backend.runtime_endpoint, imported by sglang/__init__.py
 ]
 
+# The vLLM release scenario-vllm hosts our plugins in. Its wheel (336 MB, a CUDA build without
+# vllm._C, so no model runs from it) goes in with --no-deps: its metadata pins torch==2.14.0 and
+# ~70 serving packages. These are what its general-plugin loader and platform selection import on
+# CPU, each proven needed by removing it; pip warns about the rest and about torch: harmless here.
+VLLM_VERSION = "0.33.0"
+VLLM_HOST_PINS = [
+    TORCH,  # `import vllm` (vllm/env_override.py); 2.13.0 CPU works although vLLM asks 2.14.0
+    NUMPY,  # `import vllm` (vllm/env_override.py)
+    "packaging==26.4",  # vllm/utils/torch_version.py
+    "regex==2026.11.19",  # vllm/utils/import_utils.py, reached by current_platform
+    "psutil==7.2.2",  # vllm/utils/cpu_resource_utils.py, reached by VLLM_TARGET_DEVICE=cpu
+    "msgspec==0.23.0",  # vLLM's own two general plugins (the LoRA resolvers)
+    "huggingface_hub==2.4.0",  # the same
+    PYZMQ,  # vllm/logger.py -> vllm/utils/network_utils.py, on a platform's missing attribute
+    "urllib3==2.8.0",  # the same path
+]
+
 
 SessionFunc = Callable[[nox.Session], None]
 
@@ -416,6 +433,33 @@ def scenario_sglang(session: nox.Session) -> None:
     sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *pins)
     session.run(
         "pytest", "tests_integration/sglang", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites)},
+    )  # fmt: skip
+
+
+@session(name="scenario-vllm", python=PYTHON, default=False)
+def scenario_vllm(session: nox.Session) -> None:
+    """vLLM 0.33's own general-plugin loader and platform selection over our wheels (DESIGN §8).
+
+    Not in the default run: its 1.9 GB venv makes it ~6 minutes on a 2-core machine (about 3.5 of
+    them installing), over the 4 a default session may take; ``.ci/run`` runs it after the rest.
+
+    vLLM goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; no vLLM module
+    is stubbed. The core goes into the venv; demo-cpu and the fixtures under
+    ``tests_integration/fixtures/vllm`` each into their own ``--target`` site under
+    ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
+    """
+    vendors = [
+        PACKAGES / "demo-cpu",
+        FIXTURES / "vllm" / "cc-fixture-vllm-hooks",
+        FIXTURES / "vllm" / "cc-fixture-vllm-broken",
+        FIXTURES / "vllm" / "cc-fixture-vllm-platform",
+    ]
+    core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms"]
+    session.install("--no-deps", f"vllm=={VLLM_VERSION}")
+    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, *VLLM_HOST_PINS)
+    session.run(
+        "pytest", "tests_integration/vllm", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
     )  # fmt: skip
 

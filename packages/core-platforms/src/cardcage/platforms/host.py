@@ -7,8 +7,9 @@ template's ``activate()`` returns ``host_qualname(PLATFORM_QUALNAME)``:
 
 * under cardcage (its selection is running the entry point) the name comes back unchanged;
 * under a host it becomes the name of that host's adapter (for SGLang, in
-  ``cardcage.platforms.hosts.sglang.adapter``), a subclass of both the vendor's class and the
-  host's base, built when the host resolves it;
+  ``cardcage.platforms.hosts.sglang.adapter``; for vLLM, a dotted name in
+  ``cardcage.platforms.hosts.vllm.adapter``, the only form vLLM resolves), a subclass of both
+  the vendor's class and the host's base, built when the host resolves it;
 * with no host running (a test calling ``activate()`` directly) it comes back unchanged.
 
 Import-safe and cheap: it reads ``sys.modules`` and imports nothing, so ``activate()`` stays as
@@ -24,10 +25,19 @@ from cardcage.hooks.host import Host
 
 from .hosts import TRIGGERS, announced, room
 
-__all__ = ["SGLANG_PLATFORM_MODULES", "host_qualname", "platform_host", "selected_by_sglang"]
+__all__ = [
+    "SGLANG_PLATFORM_MODULES",
+    "VLLM_PLATFORM_MODULES",
+    "host_qualname",
+    "platform_host",
+    "selected_by_sglang",
+    "selected_by_vllm",
+]
 
 #: SGLang's selection modules; one of them is importing (or imported) when SGLang is the host.
 SGLANG_PLATFORM_MODULES = TRIGGERS["sglang"]
+#: vLLM's selection module; imported when vLLM is the host.
+VLLM_PLATFORM_MODULES = TRIGGERS["vllm"]
 
 _SELECTION_MODULE = "cardcage.platforms.selection"
 
@@ -71,4 +81,18 @@ def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
     if not any(name in sys.modules for name in SGLANG_PLATFORM_MODULES):
         return False
     answer: bool = room(Host.SGLANG.value).selected(qualname, runtime)
+    return answer
+
+
+def selected_by_vllm(qualname: str) -> bool:
+    """True when vLLM's selection picked the class ``qualname`` (its adapter).
+
+    For a general plugin running under vLLM, whose loader runs the general plugins of every
+    installed distribution: a plugin whose hooks assume its own hardware checks this first.
+    Resolves vLLM's ``current_platform`` if vLLM has not yet; False in a process vLLM does not
+    host.
+    """
+    if "vllm" not in sys.modules:
+        return False
+    answer: bool = room(Host.VLLM.value).selected(qualname, "vllm")
     return answer

@@ -4,10 +4,11 @@ A vendor's ``activate()`` is called by whichever runtime is starting: cardcage's
 host's (SGLang's), which resolves the returned name itself and insists on a subclass of *its*
 base class. What that takes differs per host: the adapter class built on the host's base, the
 conversions of cardcage's types into the host's, the answer to "did this host select my
-platform?". Each host keeps all of it in one subpackage here (``hosts.sglang``), and offers the
-same small interface from that subpackage's ``__init__``:
+platform?". Each host keeps all of it in one subpackage here (``hosts.sglang``, ``hosts.vllm``),
+and offers the same small interface from that subpackage's ``__init__``:
 
-* ``SELECTION_MODULES``: runtime name (``"srt"``, ``"diffusion"``) -> the host module that runs
+* ``SELECTION_MODULES``: runtime name (``"srt"``, ``"diffusion"``; vLLM's one is ``"vllm"``) -> the
+  host module that runs
   that runtime's selection; one of them in ``sys.modules`` means the host may be selecting;
 * ``adapter_qualname(qualname) -> str``: the name the host resolves to the adapter of the vendor
   class ``qualname`` names;
@@ -29,10 +30,14 @@ from types import ModuleType
 __all__ = ["ROOMS", "TRIGGERS", "announced", "room"]
 
 #: host name (``cardcage.hooks.host.Host`` value) -> the subpackage that holds its room.
-ROOMS: dict[str, str] = {"sglang": "cardcage.platforms.hosts.sglang"}
+ROOMS: dict[str, str] = {
+    "sglang": "cardcage.platforms.hosts.sglang",
+    "vllm": "cardcage.platforms.hosts.vllm",
+}
 #: host name -> its selection modules (SRT, diffusion); any of them imported announces the host.
 TRIGGERS: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang.srt.platforms", "sglang.multimodal_gen.runtime.platforms"),
+    "vllm": ("vllm.platforms",),
 }
 
 
