@@ -437,12 +437,12 @@ def scenario_sglang(session: nox.Session) -> None:
     )  # fmt: skip
 
 
-@session(name="scenario-vllm", python=PYTHON, default=False)
+@session(name="scenario-vllm", python=PYTHON)
 def scenario_vllm(session: nox.Session) -> None:
     """vLLM 0.33's own general-plugin loader and platform selection over our wheels (DESIGN §8).
 
-    Not in the default run: its 1.9 GB venv makes it ~6 minutes on a 2-core machine (about 3.5 of
-    them installing), over the 4 a default session may take; ``.ci/run`` runs it after the rest.
+    In the default run, so ``nox`` runs every test: its 1.9 GB venv makes it ~6 minutes on a
+    loaded 2-core machine (about 3.5 of them installing), inside the run's 45-minute budget.
 
     vLLM goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; no vLLM module
     is stubbed. The core goes into the venv; demo-cpu and the fixtures under
