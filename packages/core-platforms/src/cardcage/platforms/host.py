@@ -19,12 +19,20 @@ What is specific to one host lives in its room, ``cardcage.platforms.hosts.<host
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from cardcage.hooks.host import Host
 
 from .hosts import TRIGGERS, announced, room
 
-__all__ = ["SGLANG_PLATFORM_MODULES", "host_qualname", "platform_host", "selected_by_sglang"]
+__all__ = [
+    "SGLANG_PLATFORM_MODULES",
+    "host_qualname",
+    "platform_host",
+    "register_host_forward",
+    "selected_by_sglang",
+]
 
 #: SGLang's selection modules; one of them is importing (or imported) when SGLang is the host.
 SGLANG_PLATFORM_MODULES = TRIGGERS["sglang"]
@@ -72,3 +80,22 @@ def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
         return False
     answer: bool = room(Host.SGLANG.value).selected(qualname, runtime)
     return answer
+
+
+def register_host_forward(op_cls: type, *, fn: Callable[..., Any], platform_key: str) -> bool:
+    """Hand a custom-op forward (``CustomOp.register_oot_forward``) to the host's op, if any.
+
+    cardcage's ``CustomOp.register_oot_forward`` calls this after recording the forward for its
+    own op class. When a host's diffusion selection picked the platform whose ``init_backend()``
+    registers (SGLang: ``cardcage.platforms.hosts.sglang.ops``), the host's op of the same kind
+    gets ``fn`` under ``platform_key`` too, and True comes back; a forward the host has no op
+    for is reported there with a WARNING. With no host running, or a host that selected some
+    other platform, nothing happens (False). Imports nothing unless a host has announced itself.
+    """
+    host = announced()
+    if host is None:
+        return False
+    register = getattr(room(host), "register_oot_forward", None)
+    if register is None:
+        return False
+    return bool(register(op_cls, fn=fn, platform_key=platform_key))
