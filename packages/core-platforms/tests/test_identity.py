@@ -81,7 +81,8 @@ def test_a_mixin_may_declare_before_the_class_that_sets_the_enum() -> None:
         (mixin, SRTPlatform),
         {"_enum": PlatformEnum.OOT, "device_name": "acme", "device_type": "cpu"},
     )()
-    assert platform.is_cpu() and platform.is_out_of_tree()
+    assert platform.is_cpu()
+    assert platform.is_out_of_tree()
 
 
 def test_a_builtin_declaring_its_own_identity_is_allowed() -> None:
@@ -93,7 +94,8 @@ def test_an_identity_that_contradicts_the_enum_fails_when_the_class_is_defined()
         type("Confused", (CpuSRTPlatform,), {"behaves_as": PlatformEnum.ROCM})
     error = info.value
     assert isinstance(error, PlatformContractError)
-    assert isinstance(error, TypeError) and isinstance(error, ValueError)
+    assert isinstance(error, TypeError)
+    assert isinstance(error, ValueError)
     assert error.member == "behaves_as"
     assert error.platform_class.endswith(".Confused")
     message = str(error)
@@ -174,10 +176,14 @@ def test_selection_still_takes_a_cpu_like_class_for_an_external_platform(
 ) -> None:
     monkeypatch.setenv("SGLANG_PLATFORM", "acme_cpu")
     never = HardwareProbes(
-        cpu_engine_requested=lambda: False, cuda=lambda: False, rocm=lambda: False, xpu=lambda: False
+        cpu_engine_requested=lambda: False,
+        cuda=lambda: False,
+        rocm=lambda: False,
+        xpu=lambda: False,
     )
     with on_sys_path(_vendor_site(tmp_path, "OOT")):
         platform, record = select_platform(srt_policy(never))
         assert type(platform).__name__ == "AcmeCpuPlatform"
-        assert platform.is_cpu() and platform.is_out_of_tree()
+        assert platform.is_cpu()
+        assert platform.is_out_of_tree()
         assert (record.dist_name, record.builtin) == ("acme-cpu-platform", None)

@@ -125,7 +125,8 @@ def test_silu_and_mul_dispatches_to_the_vendor_forward_and_equals_forward_native
     before = x.clone()
     out = op(x)
     # The same operations in the same order as forward_native(): equal, not just close.
-    assert out.dtype == dtype and out.shape == (*shape[:-1], shape[-1] // 2)
+    assert out.dtype == dtype
+    assert out.shape == (*shape[:-1], shape[-1] // 2)
     assert torch.equal(out, op.forward_native(x))
     assert torch.equal(x, before)
     assert EVIDENCE.count("forward", SILU_AND_MUL) == 1

@@ -113,7 +113,9 @@ def test_identity_is_out_of_tree_with_the_cpu_dispatcher_key(platform: DemoCpuPl
     # CPU-like: the identity predicates answer as the built-in CPU platform's.
     assert DemoCpuPlatform.behaves_as is PlatformEnum.CPU
     assert platform.is_cpu()
-    assert not (platform.is_cuda() or platform.is_cuda_alike() or platform.is_rocm())
+    assert not (platform.is_cuda())
+    assert not (platform.is_cuda_alike())
+    assert not (platform.is_rocm())
     assert (platform.device_name, platform.device_type) == ("demo_cpu", "cpu")
     assert platform.get_torch_library_dispatch_key() == "CPU"
     assert platform.get_dispatch_key_name() == ENTRY_POINT_NAME

@@ -176,6 +176,7 @@ def test_a_declared_identity_answers_the_static_predicates_too(
     )
     assert (cls.is_cuda_static(), cls.is_rocm_static()) == static
     platform = cls()
-    assert platform.is_out_of_tree() and platform._enum is PlatformEnum.OOT
+    assert platform.is_out_of_tree()
+    assert platform._enum is PlatformEnum.OOT
     assert platform.is_hip() is (member is PlatformEnum.ROCM)
     assert platform.is_cpu() is (member is PlatformEnum.CPU)

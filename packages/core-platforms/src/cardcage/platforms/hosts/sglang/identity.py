@@ -46,8 +46,8 @@ PREDICATES: tuple[str, ...] = (
 
 def host_member(declared: enum.Enum, host_base: type) -> enum.Enum:
     """SGLang's ``PlatformEnum`` member named as ``declared`` (the enum of ``host_base._enum``)."""
-    member: enum.Enum = type(host_base._enum)[declared.name]
-    return member
+    host_enum: type[enum.Enum] = type(vars_of(host_base, "_enum"))
+    return host_enum[declared.name]
 
 
 def vars_of(cls: type, name: str) -> Any:
@@ -66,9 +66,7 @@ def view(host_base: type, member: enum.Enum) -> type:
     ``object.__new__``, so no platform set-up runs. SGLang's bases define no
     ``__init_subclass__``, so creating it runs none of SGLang's code.
     """
-    return type(
-        f"{host_base.__name__}As{member.name.title()}", (host_base,), {"_enum": member}
-    )
+    return type(f"{host_base.__name__}As{member.name.title()}", (host_base,), {"_enum": member})
 
 
 def _instance_predicate(host_base: type, member: enum.Enum, name: str) -> Callable[..., bool]:

@@ -231,9 +231,10 @@ def _who(platform: Any) -> str:
 
 def _not_found(op_cls: type, failures: list[str]) -> str:
     name = getattr(op_cls, "name", None)
-    wanted = f"no op named {name!r} nor a class {op_cls.__name__}" if name else (
-        f"no op class {op_cls.__name__} (the op has no registered name)"
-    )
+    if name:
+        wanted = f"no op named {name!r} nor a class {op_cls.__name__}"
+    else:
+        wanted = f"no op class {op_cls.__name__} (the op has no registered name)"
     if failures:
         return (
             f"SGLang's diffusion runtime has {wanted} that it can import here: "
