@@ -20,6 +20,8 @@ What is specific to one host lives in its room, ``cardcage.platforms.hosts.<host
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from cardcage.hooks.host import Host
 
@@ -30,6 +32,7 @@ __all__ = [
     "VLLM_PLATFORM_MODULES",
     "host_qualname",
     "platform_host",
+    "register_host_forward",
     "selected_by_sglang",
     "selected_by_vllm",
 ]
@@ -96,3 +99,22 @@ def selected_by_vllm(qualname: str) -> bool:
         return False
     answer: bool = room(Host.VLLM.value).selected(qualname, "vllm")
     return answer
+
+
+def register_host_forward(op_cls: type, *, fn: Callable[..., Any], platform_key: str) -> bool:
+    """Hand a custom-op forward (``CustomOp.register_oot_forward``) to the host's op, if any.
+
+    cardcage's ``CustomOp.register_oot_forward`` calls this after recording the forward for its
+    own op class. When a host's diffusion selection picked the platform whose ``init_backend()``
+    registers (SGLang: ``cardcage.platforms.hosts.sglang.ops``), the host's op of the same kind
+    gets ``fn`` under ``platform_key`` too, and True comes back; a forward the host has no op
+    for is reported there with a WARNING. With no host running, or a host that selected some
+    other platform, nothing happens (False). Imports nothing unless a host has announced itself.
+    """
+    host = announced()
+    if host is None:
+        return False
+    register = getattr(room(host), "register_oot_forward", None)
+    if register is None:
+        return False
+    return bool(register(op_cls, fn=fn, platform_key=platform_key))

@@ -13,7 +13,10 @@ and offers the same small interface from that subpackage's ``__init__``:
 * ``adapter_qualname(qualname) -> str``: the name the host resolves to the adapter of the vendor
   class ``qualname`` names;
 * ``selected(qualname, runtime) -> bool``: whether the host's selection of ``runtime`` picked
-  that class.
+  that class;
+* optionally ``register_oot_forward(op_cls, *, fn, platform_key) -> bool``: hand a custom-op
+  kernel registered with cardcage's ``CustomOp`` to the host's op of the same kind
+  (``cardcage.platforms.host.register_host_forward`` asks the announced host's room).
 
 ``TRIGGERS`` lists, per host, the modules whose presence announces it, so the facade
 (``cardcage.platforms.host``) can tell which host runs without importing any room; a room is
