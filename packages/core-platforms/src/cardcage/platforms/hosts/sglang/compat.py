@@ -116,7 +116,9 @@ def release_names(release: Release, cls: type, vendor_names: set[str]) -> dict[s
         entries[name] = _kv_pool(kind, fallback, vendor)
     if release.allocator_fallback is not None:
         vendor_allocator = _function(cls, "get_paged_allocator_cls")
-        entries["get_paged_allocator_cls"] = _allocator(release.allocator_fallback, vendor_allocator)
+        entries["get_paged_allocator_cls"] = _allocator(
+            release.allocator_fallback, vendor_allocator
+        )
     for name, field in release.capability_methods.items():
         if name not in vendor_names:
             entries[name] = _capability(field)

@@ -172,7 +172,9 @@ _NAMES_0_5_12 = _names(
     """,
 )
 _NAMES_0_5_15 = _names(
-    _NAMES_0_5_12, added="get_dsa_kv_pool_cls get_quantization_config", removed="get_nsa_kv_pool_cls"
+    _NAMES_0_5_12,
+    added="get_dsa_kv_pool_cls get_quantization_config",
+    removed="get_nsa_kv_pool_cls",
 )
 _NAMES_0_5_18 = _names(
     _NAMES_0_5_15, added="get_torch_profiler_activity get_torch_profiler_activity_str"
@@ -196,7 +198,12 @@ _NAMES_0_5_23 = _names(
     "get_speculative_graph_runner_cls is_sail",
 )
 
-_CAPABILITIES_0_5_22 = ("supports_triton", "graph_capture", "piecewise_graph", "hicache_device_kernels")
+_CAPABILITIES_0_5_22 = (
+    "supports_triton",
+    "graph_capture",
+    "piecewise_graph",
+    "hicache_device_kernels",
+)
 
 
 def _per_kind(dsa_name: str, dsa_class: str) -> dict[str, tuple[str, str]]:
@@ -287,19 +294,25 @@ def release_for(version: str) -> tuple[Release, bool]:
     unsupported (False), as is a version that does not parse.
     """
     parsed = parse_version(version)
-    first, last = (parse_version(v) for v in SUPPORTED)
-    assert first is not None and last is not None
     if parsed is None:
         return RELEASES[-1], False
-    if parsed < first:
+    if parsed < _key(SUPPORTED[0]):
         return RELEASES[0], False
-    if parsed > last:
+    if parsed > _key(SUPPORTED[1]):
         return RELEASES[-1], False
     found = RELEASES[0]
     for release in RELEASES:
-        if parse_version(release.version) <= parsed:  # type: ignore[operator]
+        if _key(release.version) <= parsed:
             found = release
     return found, True
+
+
+def _key(version: str) -> tuple[int, int, int]:
+    """A version of the table (always a release number) as a comparable tuple."""
+    parsed = parse_version(version)
+    if parsed is None:
+        raise ValueError(f"not a release number: {version!r}")
+    return parsed
 
 
 def installed_version() -> str | None:
