@@ -99,6 +99,12 @@ SGLANG_RELEASES: dict[str, tuple[str, ...]] = {
 # of torch 2.14.1 and torchvision 0.29.1 lies on the project's machines and runs on the CPU (about
 # 5.5 GB with its NVIDIA libraries); triton is what that torch requires, not SGLANG_HOST_PINS'.
 SGLANG_RELEASES_TORCH = ["torch==2.14.1", "torchvision==0.29.1"]
+# transformers' own requirements, resolved normally (transformers itself goes in per release).
+SGLANG_RELEASES_TRANSFORMERS_DEPS = [
+    "huggingface-hub==1.33.0",
+    "regex==2026.11.19",
+    "pyyaml==6.0.4",
+]
 # What `sglang.srt.mem_cache.memory_pool` (the in-tree KV-pool classes) imports on CPU beyond
 # SGLANG_HOST_PINS, installed with --no-deps (SGLang's metadata pulls the GPU stack).
 SGLANG_RELEASES_NO_DEPS = [
@@ -477,7 +483,14 @@ def scenario_sglang_releases(session: nox.Session) -> None:
         PACKAGES / "diffusion-runtime",
     ]
     sites = install_with_vendor_sites(
-        session, core, [PACKAGES / "demo-cpu"], *PYTEST, JSONSCHEMA, *SGLANG_RELEASES_TORCH, *pins
+        session,
+        core,
+        [PACKAGES / "demo-cpu"],
+        *PYTEST,
+        JSONSCHEMA,
+        *SGLANG_RELEASES_TORCH,
+        *SGLANG_RELEASES_TRANSFORMERS_DEPS,
+        *pins,
     )
     session.install("--no-deps", *SGLANG_RELEASES_NO_DEPS)
     releases = Path(session.create_tmp()) / "sglang-releases"

@@ -105,7 +105,10 @@ def _answers_of(platform: Any) -> dict[str, Any]:
     else:
         for name in row.kv_pool_factories:
             out["kv_pools"][f"{name}()"] = _qualname(getattr(platform, name)())
-    out["paged_allocator"] = _qualname(platform.get_paged_allocator_cls())
+    allocator = platform.get_paged_allocator_cls()
+    out["paged_allocator"] = _qualname(allocator)
+    if row.allocator_fallback is not None:  # the very class the row names (it may re-export it)
+        out["paged_allocator_is_the_rows"] = allocator is probe._resolve(row.allocator_fallback)
     return out
 
 

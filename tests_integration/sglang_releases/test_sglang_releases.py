@@ -176,7 +176,8 @@ def test_demo_cpus_declaration_answers_every_name_the_release_calls(release: Rel
         assert answers["kv_pools"] == {
             f"{name}()": _pool(release, name) for name in release.kv_pool_factories
         }
-        assert answers["paged_allocator"] == release.allocator_fallback
+        assert answers["paged_allocator"].endswith(":PagedTokenToKVPoolAllocator")
+        assert answers["paged_allocator_is_the_rows"] is True
 
 
 @by_release
