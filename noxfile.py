@@ -101,6 +101,47 @@ VLLM_HOST_PINS = [
     "urllib3==2.8.0",  # the same path
 ]
 
+# scenario-sglang-releases: every SGLang release in cardcage.platforms.hosts.sglang.releases, each
+# unpacked from its wheel (--no-deps) with the transformers and tokenizers its metadata pins, which
+# its KV-pool module imports. One venv holds everything else.
+SGLANG_RELEASES: dict[str, tuple[str, ...]] = {
+    "0.5.12": ("transformers==5.6.0", "tokenizers==0.22.2"),
+    "0.5.15": ("transformers==5.12.1", "tokenizers==0.22.2"),
+    "0.5.18": ("transformers==5.12.1", "tokenizers==0.22.2"),
+    "0.5.20": ("transformers==5.12.1", "tokenizers==0.22.2"),
+    "0.5.22": ("transformers==5.19.0", "tokenizers==0.23.2"),
+    "0.5.23": ("transformers==5.19.0", "tokenizers==0.23.2"),
+}
+# Releases before 0.5.22 import torchvision at `import sglang`. The CPU-usable pair: this CUDA build
+# of torch 2.14.1 and torchvision 0.29.1 lies on the project's machines and runs on the CPU (about
+# 5.5 GB with its NVIDIA libraries); triton is what that torch requires, not SGLANG_HOST_PINS'.
+SGLANG_RELEASES_TORCH = ["torch==2.14.1", "torchvision==0.29.1"]
+# transformers' own requirements, resolved normally (transformers itself goes in per release).
+SGLANG_RELEASES_TRANSFORMERS_DEPS = [
+    "huggingface-hub==1.33.0",
+    "regex==2026.11.19",
+    "pyyaml==6.0.4",
+]
+# What `sglang.srt.mem_cache.memory_pool` (the in-tree KV-pool classes) imports on CPU beyond
+# SGLANG_HOST_PINS, installed with --no-deps (SGLang's metadata pulls the GPU stack).
+SGLANG_RELEASES_NO_DEPS = [
+    "dill==0.4.1",
+    "apache-tvm-ffi==0.1.11",
+    "sentencepiece==0.2.1",
+    "compressed-tensors==0.20.1",
+    "loguru==0.7.3",
+    "gguf==0.19.0",
+    "partial-json-parser==0.2.1.1.post7",
+    "xgrammar==0.2.9",
+    "einops==0.8.2",
+    "uvloop==0.23.0",
+    "openai==3.57.0",
+    "httpx2==2.16.2",
+    "sniffio==1.3.1",
+    "setproctitle==1.3.8",
+    "addict==2.4.0",
+    "imageio==2.38.2",
+]
 
 SessionFunc = Callable[[nox.Session], None]
 
@@ -461,6 +502,49 @@ def scenario_vllm(session: nox.Session) -> None:
     session.run(
         "pytest", "tests_integration/vllm", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
+@session(name="scenario-sglang-releases", python=PYTHON, default=False)
+def scenario_sglang_releases(session: nox.Session) -> None:
+    """demo-cpu, unchanged, inside every SGLang release with the plugin system (DESIGN §8).
+
+    One venv: the core, the diffusion runtime, SGLang's CPU import path and the torch/torchvision
+    pair the older releases import. Each release of ``SGLANG_RELEASES`` is unpacked once from its
+    wheel into its own site under ``$CC_SGLANG_RELEASE_SITES`` (``--no-deps --no-compile``), and
+    each case puts exactly one release and demo-cpu's site on PYTHONPATH: swapping the wheel in
+    one venv, without reinstalling. Not in the default run (about 12 minutes on 2 cores, over
+    its budget): the README's test command, and so ``.ci/run``, runs it after the default run.
+    """
+    skip = ("torch==", "triton==")
+    pins = [
+        p for p in dict.fromkeys([*SGLANG_HOST_PINS, *DIFFUSION_PINS]) if not p.startswith(skip)
+    ]
+    core = [
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    ]
+    sites = install_with_vendor_sites(
+        session,
+        core,
+        [PACKAGES / "demo-cpu"],
+        *PYTEST,
+        JSONSCHEMA,
+        *SGLANG_RELEASES_TORCH,
+        *SGLANG_RELEASES_TRANSFORMERS_DEPS,
+        *pins,
+    )
+    session.install("--no-deps", *SGLANG_RELEASES_NO_DEPS)
+    releases = Path(session.create_tmp()) / "sglang-releases"
+    for version, pinned in SGLANG_RELEASES.items():
+        if (releases / version).is_dir():
+            continue  # kept from an earlier run with -r
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+            "--target", str(releases / version), f"sglang=={version}", *pinned,
+        )  # fmt: skip
+    session.run(
+        "pytest", "tests_integration/sglang_releases", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites), "CC_SGLANG_RELEASE_SITES": str(releases)},
     )  # fmt: skip
 
 

@@ -79,9 +79,11 @@ def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
     For a general plugin running under SGLang: SGLang's SRT loader runs the general plugins of
     every platform distribution unless ``SGLANG_PLATFORM`` names one, so a plugin whose hooks
     assume its own hardware checks this first (cardcage's loader never runs them). Spelling
-    (``a.b:C`` or ``a.b.C``) is ignored; False in a process SGLang does not host.
+    (``a.b:C`` or ``a.b.C``) is ignored; False in a process SGLang does not host (``sglang``
+    not imported: nothing is imported then). Under SGLang's SRT loader it answers on every
+    release, also where SGLang has not imported its selection module yet (0.5.12).
     """
-    if not any(name in sys.modules for name in SGLANG_PLATFORM_MODULES):
+    if "sglang" not in sys.modules:
         return False
     answer: bool = room(Host.SGLANG.value).selected(qualname, runtime)
     return answer

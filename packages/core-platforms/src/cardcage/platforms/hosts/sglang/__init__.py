@@ -14,16 +14,21 @@ Importing this package imports neither SGLang nor a vendor class.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from cardcage.platforms.hosts import TRIGGERS
 
-__all__ = ["SELECTION_MODULES", "adapter_qualname", "register_oot_forward", "selected"]
+__all__ = ["LOADER_MODULES", "SELECTION_MODULES", "adapter_qualname", "register_oot_forward", "selected"]
 
 #: runtime name -> SGLang's module that runs its platform selection.
 SELECTION_MODULES: dict[str, str] = dict(zip(("srt", "diffusion"), TRIGGERS["sglang"], strict=True))
+#: runtime name -> SGLang's general-plugin loader that may run before the runtime's selection
+#: module is imported (0.5.12's ``import sglang`` leaves ``sglang.srt.platforms`` for later). The
+#: diffusion loader lives inside its selection package, so it never does.
+LOADER_MODULES: dict[str, str] = {"srt": "sglang.srt.plugins"}
 
 
 def adapter_qualname(qualname: str) -> str:
@@ -38,11 +43,16 @@ def selected(qualname: str, runtime: str) -> bool:
 
     Resolves SGLang's ``current_platform`` (SGLang has done so by the time it loads plugins) and
     compares the vendor class behind its adapter; spelling (``a.b:C`` or ``a.b.C``) is ignored.
-    False while SGLang's selection module for ``runtime`` is not imported.
+    False while SGLang's selection module for ``runtime`` is not imported, unless SGLang's loader
+    for ``runtime`` is: SGLang is then loading plugins and selects its platform anyway, so its
+    selection module is imported here (SGLang 0.5.12 runs general plugins before that).
     """
     module = sys.modules.get(SELECTION_MODULES[runtime])
     if module is None:
-        return False
+        loader = LOADER_MODULES.get(runtime)
+        if loader is None or loader not in sys.modules:
+            return False
+        module = importlib.import_module(SELECTION_MODULES[runtime])
     from .adapter import adapted_class
 
     vendor = adapted_class(type(module.current_platform))

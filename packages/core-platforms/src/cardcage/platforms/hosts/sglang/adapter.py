@@ -25,6 +25,10 @@ with this namespace:
 * the seed's per-kind KV-pool factories, which cardcage's base keeps as deprecated aliases, are
   hidden unless the vendor overrides them, since SGLang's ``get_kv_pool_cls`` treats their
   presence as an override;
+* on an SRT release older than cardcage's contract (0.5.12 - 0.5.20), the names that release
+  calls instead (per-kind KV-pool factories, ``support_cuda_graph()``, the allocator whose None
+  it cannot take) answer from the vendor's declaration: ``compat``, driven by the release's row
+  in ``releases``;
 * vendor methods whose answer SGLang's callers need in SGLang's own type (``get_device`` as a
   device string, SGLang's ``DeviceCapability``) are wrapped with the converters of ``types``;
 * a vendor class that declares ``behaves_as`` gets SGLang's identity predicates answered as
@@ -231,6 +235,10 @@ def build_adapter(cls: type) -> type:
             namespace["capabilities"] = _HostCapabilities(raw, struct)
         else:
             namespace["capabilities"] = _host_capabilities(raw, struct)
+    if host_qualname.startswith("sglang.srt."):  # what an older release calls instead
+        from . import compat, releases
+
+        namespace.update(compat.release_names(releases.running_release(), cls, vendor_names))
 
     # A declared identity (behaves_as): SGLang's predicates answer as that built-in's.
     namespace.update(_identity.identity_namespace(cls, host_base, vendor_names))
