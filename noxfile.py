@@ -502,6 +502,9 @@ def scenario_vllm(session: nox.Session) -> None:
     session.run(
         "pytest", "tests_integration/vllm", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
+    )  # fmt: skip
+
+
 @session(name="scenario-sglang-releases", python=PYTHON, default=False)
 def scenario_sglang_releases(session: nox.Session) -> None:
     """demo-cpu, unchanged, inside every SGLang release with the plugin system (DESIGN §8).

@@ -21,7 +21,13 @@ from typing import Any
 
 from cardcage.platforms.hosts import TRIGGERS
 
-__all__ = ["LOADER_MODULES", "SELECTION_MODULES", "adapter_qualname", "register_oot_forward", "selected"]
+__all__ = [
+    "LOADER_MODULES",
+    "SELECTION_MODULES",
+    "adapter_qualname",
+    "register_oot_forward",
+    "selected",
+]
 
 #: runtime name -> SGLang's module that runs its platform selection.
 SELECTION_MODULES: dict[str, str] = dict(zip(("srt", "diffusion"), TRIGGERS["sglang"], strict=True))
