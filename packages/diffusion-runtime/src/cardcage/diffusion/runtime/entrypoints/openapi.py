@@ -144,6 +144,15 @@ def _branch(schema: dict[str, Any], name: str) -> dict[str, Any]:
     return prop
 
 
+_PYDANTIC_BOUNDS = {
+    "ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum",
+}  # fmt: skip
+
+
+def _branches(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return [_branch(schema, name) for name in schema["properties"]]
+
+
 def _constrain(schema: dict[str, Any], name: str, **keywords: Any) -> None:
     _branch(schema, name).update(keywords)
 
@@ -161,6 +170,12 @@ def request_schema(model_id: str, limits: ServeLimits) -> dict[str, Any]:
     _describe(schema, "prompt", f"At most {MAX_PROMPT_CHARS} characters, not only whitespace, "
               "valid Unicode (no lone surrogate).")  # fmt: skip
     _constrain(schema, "model", enum=[model_id])
+    # pydantic enforces these bounds, but behind a BeforeValidator it writes them under its own
+    # names ("ge", "le"), which JSON Schema ignores: a tester then calls -351 valid.
+    for branch in _branches(schema):
+        for pydantic_name, keyword in _PYDANTIC_BOUNDS.items():
+            if pydantic_name in branch:
+                branch[keyword] = branch.pop(pydantic_name)
     _constrain(schema, "n", minimum=1, maximum=MAX_IMAGES_PER_REQUEST)
     _constrain(schema, "seed", minimum=0, maximum=MAX_SEED)
     _constrain(schema, "guidance_scale", minimum=1)
