@@ -6,14 +6,15 @@ backend (this process never touches the device). It binds ``server_args.host:por
 (port 0: a free port, reported to the launcher, which prints the URL) and serves:
 
 * ``POST /v1/images/generations``: OpenAI's body (``openai_api.ImageGenerationRequest``);
-  answers ``{"created", "data": [{"b64_json"} | {"url"}], ...}`` with the images encoded by
-  Pillow in ``output_format`` (png, jpeg or webp);
-* ``GET /v1/images/{id}``: an image answered with ``response_format: "url"``, kept in this
-  process's memory for ``IMAGE_URL_TTL_S`` seconds (and at most ``IMAGE_STORE_BYTES`` bytes,
-  oldest dropped first);
+  answers ``{"created", "data": [{"b64_json"} | {"url", "image_id"}], ...}`` with the images
+  encoded by Pillow in ``output_format`` (png, jpeg or webp);
+* ``GET /v1/images/{image_id}``: an image answered with ``response_format: "url"``, kept in
+  this process's memory for ``IMAGE_URL_TTL_S`` seconds (and at most ``IMAGE_STORE_BYTES``
+  bytes, oldest dropped first);
 * ``GET /v1/models`` and ``GET /v1/models/{id}``: the served model;
 * ``GET /health``: 200 while every worker is up, 503 otherwise;
-* ``GET /docs`` and ``GET /openapi.json``: the OpenAPI description FastAPI builds from the models.
+* ``GET /docs`` and ``GET /openapi.json``: the OpenAPI description, which declares what the
+  server enforces, this server's limits included, and links the ids (``openapi``).
 
 Every error is JSON in OpenAI's shape with a 4xx status for a bad request and a 5xx status when
 the workers fail. Each generation gets a request id (``X-Request-Id`` on the answer) that the
