@@ -60,6 +60,9 @@ DIFFUSION_HTTP_PINS = [
 DIFFUSION_PINS = [TORCH, PYZMQ, SAFETENSORS, TQDM, *DIFFUSION_HTTP_PINS]
 # The official OpenAI client, which scenario-diffusion drives the HTTP server with.
 OPENAI_CLIENT = "openai==2.54.0"
+# Property-based contract tests of the HTTP server against its own /openapi.json (every check:
+# status codes, schemas, links, negative data); 4.32.x is the release our users measured with.
+SCHEMATHESIS = "schemathesis==4.32.5"
 # SGLang's wheel goes in with --no-deps: its metadata asks for torch==2.14.1 and the whole GPU
 # serving stack. These are what its import path needs on CPU: `import sglang` (which resolves SRT's
 # current_platform), both platform selections, both plugin loaders and the functions the scenario
@@ -360,7 +363,7 @@ def tests_diffusion_runtime(session: nox.Session) -> None:
     )
     # The pinned CPU torch goes in the same resolve, so the package's `torch` requirement can
     # never pull a multi-GB CUDA build.
-    session.install(*wheels, *PYTEST, JSONSCHEMA, *DIFFUSION_PINS)
+    session.install(*wheels, *PYTEST, JSONSCHEMA, SCHEMATHESIS, *DIFFUSION_PINS)
     session.run("pytest", "packages/diffusion-runtime/tests", *session.posargs)
 
 

@@ -245,6 +245,24 @@ def test_the_openai_client_gets_images_inline_and_by_url(server: Server, fmt: st
             assert _decode(fetched).tobytes() == image.tobytes()
 
 
+def test_the_openai_client_keeps_the_image_id_that_the_openapi_link_follows(
+    server: Server,
+) -> None:
+    """``image_id`` is a field OpenAI's answers lack: the official client must still parse the
+    answer, and keep the id that ``/openapi.json``'s link to ``GET /v1/images/{image_id}``
+    reads."""
+    client = server.client()
+    linked = client.images.generate(
+        prompt="a kite", size="32x32", response_format="url",
+        extra_body={"num_inference_steps": 1},
+    )  # fmt: skip
+    [image] = linked.data
+    image_id = (image.model_extra or {})["image_id"]
+    assert image.url == f"{server.url}/v1/images/{image_id}"
+    with urllib.request.urlopen(f"{server.url}/v1/images/{image_id}", timeout=30) as reply:
+        assert reply.headers["Content-Type"] == "image/png"
+
+
 def test_the_openai_client_sees_refusals_naming_the_field(server: Server) -> None:
     import openai
 

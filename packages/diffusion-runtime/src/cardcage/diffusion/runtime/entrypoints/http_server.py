@@ -6,14 +6,15 @@ backend (this process never touches the device). It binds ``server_args.host:por
 (port 0: a free port, reported to the launcher, which prints the URL) and serves:
 
 * ``POST /v1/images/generations``: OpenAI's body (``openai_api.ImageGenerationRequest``);
-  answers ``{"created", "data": [{"b64_json"} | {"url"}], ...}`` with the images encoded by
-  Pillow in ``output_format`` (png, jpeg or webp);
-* ``GET /v1/images/{id}``: an image answered with ``response_format: "url"``, kept in this
-  process's memory for ``IMAGE_URL_TTL_S`` seconds (and at most ``IMAGE_STORE_BYTES`` bytes,
-  oldest dropped first);
+  answers ``{"created", "data": [{"b64_json"} | {"url", "image_id"}], ...}`` with the images
+  encoded by Pillow in ``output_format`` (png, jpeg or webp);
+* ``GET /v1/images/{image_id}``: an image answered with ``response_format: "url"``, kept in
+  this process's memory for ``IMAGE_URL_TTL_S`` seconds (and at most ``IMAGE_STORE_BYTES``
+  bytes, oldest dropped first);
 * ``GET /v1/models`` and ``GET /v1/models/{id}``: the served model;
 * ``GET /health``: 200 while every worker is up, 503 otherwise;
-* ``GET /docs`` and ``GET /openapi.json``: the OpenAPI description FastAPI builds from the models.
+* ``GET /docs`` and ``GET /openapi.json``: the OpenAPI description, which declares what the
+  server enforces, this server's limits included, and links the ids (``openapi``).
 
 Every error is JSON in OpenAI's shape with a 4xx status for a bad request and a 5xx status when
 the workers fail. Each generation gets a request id (``X-Request-Id`` on the answer) that the
@@ -47,6 +48,7 @@ import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -55,7 +57,9 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from cardcage.diffusion import __version__
 from cardcage.diffusion.envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
@@ -63,6 +67,7 @@ from cardcage.diffusion.runtime.managers.images import IMAGE_FORMATS, encode_rgb
 
 from .bridge import BridgeClient, error_reply
 from .errors import BridgeError, HttpServerError
+from .limits import ServeLimits
 from .openai_api import (
     MAX_BODY_BYTES,
     ApiError,
@@ -76,6 +81,14 @@ from .openai_api import (
     model_card,
     parse_image_request,
     to_sampling_params,
+)
+from .openapi import (
+    IMAGE_ID_PATTERN,
+    MODEL_LIST_LINKS,
+    OPERATION_IDS,
+    HealthReport,
+    generation_responses,
+    request_schema,
 )
 
 if TYPE_CHECKING:
@@ -109,8 +122,8 @@ _ROUTES_TEXT = (
     "(OpenAPI docs at /docs)"
 )
 _IMAGE_ID_PREFIX = "img_"
-_REQUEST_SCHEMA = ImageGenerationRequest.model_json_schema()
 _REQUEST_ID_HEADER = "X-Request-Id"
+_ERROR: dict[str, Any] = {"model": ErrorResponse}
 
 
 class ImageStore:
@@ -220,25 +233,76 @@ def _encode_images(
     ]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _Served:
+    """What the routes share: the served model and its limits, the launcher's bridge, the
+    images kept for URLs, and the threads that make the blocking bridge calls (the event loop
+    never blocks on the launcher)."""
+
+    model_id: str
+    created: int
+    limits: ServeLimits
+    bridge: BridgeClient
+    store: ImageStore
+    pool: ThreadPoolExecutor
+
+    async def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, partial(self.bridge.call, op, **fields))
+
+
 def create_app(
-    server_args: ServerArgs, bridge: BridgeClient, *, images: ImageStore | None = None
+    server_args: ServerArgs,
+    bridge: BridgeClient,
+    *,
+    images: ImageStore | None = None,
+    limits: ServeLimits | None = None,
 ) -> FastAPI:
-    """The FastAPI application of the images API (``launch_http_server_only`` serves it)."""
-    store = images or ImageStore()
-    model_id = server_args.model_path
-    created = int(time.time())
-    pool = ThreadPoolExecutor(BRIDGE_THREADS, thread_name_prefix="cardcage-diffusion-http")
+    """The FastAPI application of the images API (``launch_http_server_only`` serves it).
+
+    ``limits`` are the launcher's (it enforces them); here they are declared in
+    ``/openapi.json``, so the document says what this server accepts.
+    """
+    served = _Served(
+        model_id=server_args.model_path,
+        created=int(time.time()),
+        limits=limits or ServeLimits(),
+        bridge=bridge,
+        store=images or ImageStore(),
+        pool=ThreadPoolExecutor(BRIDGE_THREADS, thread_name_prefix="cardcage-diffusion-http"),
+    )
     app = FastAPI(
         title="cardcage-diffusion",
         version=__version__,
         description="OpenAI's images API, served by the cardcage diffusion runtime.",
     )
+    _add_error_handlers(app)
+    _add_model_routes(app, served)
+    _add_health_route(app, served)
+    _add_image_route(app, served)
+    _add_generation_route(app, served)
+    app.state.image_store = served.store
+    app.state.bridge_pool = served.pool
+    return app
 
-    async def call(op: str, **fields: Any) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, partial(bridge.call, op, **fields))
 
-    # -- errors -------------------------------------------------------------------------------
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method a route serves on this path: Starlette's 405 names only the first route
+    whose path matches (``OPTIONS /v1/images/generations`` once said ``Allow: GET``)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as OpenAI's JSON error shape, routing errors included."""
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return _error_response(exc)
@@ -248,7 +312,7 @@ def create_app(
         if exc.status_code == 404:
             return _error_response(_no_route(request.method, request.url.path))
         if exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
+            allowed = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
             return _error_response(_no_route(request.method, request.url.path, allowed))
         phrase = HTTPStatus(exc.status_code).phrase
         error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
@@ -282,154 +346,241 @@ def create_app(
             status_code=500,
         )  # fmt: skip
 
-    # -- models and health --------------------------------------------------------------------
-    @app.api_route("/v1/models", methods=["GET", "HEAD"], response_model=ModelList)
-    async def list_models() -> dict[str, Any]:
-        return {"object": "list", "data": [model_card(model_id, created=created)]}
 
-    @app.api_route(
-        "/v1/models/{wanted:path}", methods=["GET", "HEAD"], response_model=ModelCard,
-        responses={404: {"model": ErrorResponse}},
-    )  # fmt: skip
-    async def get_model(wanted: str) -> dict[str, Any]:
-        if wanted != model_id:
+# -- models and health ----------------------------------------------------------------------------
+
+
+def _add_model_routes(app: FastAPI, served: _Served) -> None:
+    """``GET`` (and ``HEAD``) ``/v1/models`` and ``/v1/models/{id}``.
+
+    Handlers read path parameters from the request, so the document declares them as written
+    here (the served id as the only valid value) rather than FastAPI's 422 validation, which
+    this server never answers. HEAD routes stay out of the document: one operationId each.
+    """
+
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card(served.model_id, created=served.created)]}
+
+    async def get_model(request: Request) -> dict[str, Any]:
+        wanted = request.path_params["wanted"]
+        if wanted != served.model_id:
             raise ApiError(
                 404,
-                f"The model {wanted!r} is not served here; this server serves {model_id!r}.",
+                f"The model {wanted!r} is not served here; this server serves {served.model_id!r}.",
                 param="model",
                 code="model_not_found",
             )
-        return model_card(model_id, created=created)
+        return model_card(served.model_id, created=served.created)
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
+    wanted = {
+        "name": "wanted", "in": "path", "required": True,
+        "description": "A model id; this server serves one (404 model_not_found otherwise).",
+        "schema": {"type": "string", "enum": [served.model_id]},
+    }  # fmt: skip
+    for method in ("GET", "HEAD"):
+        app.add_api_route(
+            "/v1/models", list_models, methods=[method], response_model=ModelList,
+            include_in_schema=method == "GET", operation_id=OPERATION_IDS["models"],
+            responses={200: {"links": MODEL_LIST_LINKS}},
+        )  # fmt: skip
+        app.add_api_route(
+            "/v1/models/{wanted:path}", get_model, methods=[method], response_model=ModelCard,
+            include_in_schema=method == "GET", operation_id=OPERATION_IDS["model"],
+            responses={404: _ERROR}, openapi_extra={"parameters": [wanted]},
+        )  # fmt: skip
+
+
+def _add_health_route(app: FastAPI, served: _Served) -> None:
+    """``GET /health``: 200 while every worker is up, 503 otherwise (the readiness probe)."""
+
     async def health() -> JSONResponse:
         try:
-            reply = await call("health")
+            reply = await served.call("health")
         except BridgeError as exc:
             return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
         status = 200 if reply.get("ok") and reply.get("ready") else 503
         return JSONResponse(dict(reply.get("health", {})), status_code=status)
 
-    # -- images -------------------------------------------------------------------------------
-    @app.get(
-        "/v1/images/{image_id}",
-        response_class=Response,
-        responses={200: {"content": {t: {} for t in IMAGE_FORMATS.values()}},
-                   404: {"model": ErrorResponse}},
-    )  # fmt: skip
-    async def get_image(image_id: str, request: Request) -> Response:
-        if not image_id.startswith(_IMAGE_ID_PREFIX):
-            allowed = "POST" if request.url.path == _GENERATIONS else None
-            raise _no_route(request.method, request.url.path, allowed)
-        found = store.get(image_id)
+    report = {"content": {"application/json": {"schema": HealthReport.model_json_schema()}}}
+    for method in ("GET", "HEAD"):
+        app.add_api_route(
+            "/health", health, methods=[method], include_in_schema=method == "GET",
+            operation_id=OPERATION_IDS["health"],
+            responses={200: {**report, "description": "Every worker is up."},
+                       503: {**report, "description": "Starting, stopping, or a worker died."}},
+        )  # fmt: skip
+
+
+# -- images ---------------------------------------------------------------------------------------
+
+
+class _ImageIdConvertor(Convertor[str]):
+    """Matches only ``ImageStore`` ids, so ``/v1/images/generations`` routes to its own POST
+    route for every method (and a wrong method there is 405 ``Allow: POST``)."""
+
+    regex = IMAGE_ID_PATTERN
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("cardcage_image_id", _ImageIdConvertor())
+
+
+def _add_image_route(app: FastAPI, served: _Served) -> None:
+    """``GET /v1/images/{image_id}``: an image answered with ``response_format: "url"``."""
+
+    async def get_image(request: Request) -> Response:
+        image_id = request.path_params["image_id"]
+        found = served.store.get(image_id)
         if found is None:
             raise ApiError(
                 404,
                 f"Image {image_id!r} is unknown or expired: images answered by URL are kept "
-                f"{store.ttl:g} s.",
+                f"{served.store.ttl:g} s.",
                 code="image_not_found",
             )
         media_type, data = found
         return Response(data, media_type=media_type, headers={"Cache-Control": "private"})
 
-    async def generate_unless_gone(
-        request: Request, request_id: str, prompt: str, params: SamplingParams
-    ) -> dict[str, Any] | None:
-        """The launcher's answer; None when the client left first (its request is cancelled)."""
-        loop = asyncio.get_running_loop()
-        work = loop.run_in_executor(
-            pool,
-            partial(
-                bridge.call, "generate", request_id=request_id, prompt=prompt,
-                params=params.to_dict(),
-            ),
-        )  # fmt: skip
-        gone = asyncio.ensure_future(_client_gone(request))
-        try:
-            waiters: list[asyncio.Future[Any]] = [work, gone]
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not gone.done():
-                gone.cancel()
-        if work.done():
-            return await _reply_of(work)
-        logger.info("Request %s: the client disconnected; cancelling it", request_id)
-        with contextlib.suppress(BridgeError):
-            await call("cancel", request_id=request_id, reason="disconnected")
-        await _reply_of(work)  # the launcher answers once the workers stopped
-        return None
-
-    @app.post(
-        _GENERATIONS,
-        response_model=ImagesResponse,
-        response_model_exclude_none=True,
-        responses={
-            400: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
-            413: {"model": ErrorResponse}, 503: {"model": ErrorResponse},
-            504: {"model": ErrorResponse},
-        },
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
-            }
-        },
+    image_id = {
+        "name": "image_id", "in": "path", "required": True,
+        "description": "The `image_id` of a generation answered with `response_format: \"url\"` "
+        "(the last segment of its `url`).",
+        "schema": {"type": "string", "pattern": f"^{IMAGE_ID_PATTERN}$"},
+    }  # fmt: skip
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    app.add_api_route(
+        "/v1/images/{image_id:cardcage_image_id}", get_image, methods=["GET"], name="get_image",
+        operation_id=OPERATION_IDS["image"], response_class=Response,
+        responses={200: {"description": "The image file.",
+                         "content": dict.fromkeys(IMAGE_FORMATS.values(), binary)},
+                   404: {**_ERROR, "description": "Unknown or expired (image_not_found)."}},
+        openapi_extra={"parameters": [image_id]},
     )  # fmt: skip
-    async def generations(request: Request) -> Response:
-        request_id = "req_" + uuid.uuid4().hex[:16]
-        started = time.perf_counter()
-        try:
-            parsed = parse_image_request(await _read_body(request), model_id=model_id)
-            params = to_sampling_params(parsed)
-        except ApiError as rejected:
-            logger.info(
-                "Request %s rejected (%d): %s", request_id, rejected.status, rejected.message
-            )
-            return _error_response(rejected, request_id)
-        logger.info(
-            "Request %s received: n=%d size=%dx%d steps=%s seed=%s",
-            request_id, params.num_images, params.width, params.height,
-            "default" if params.num_inference_steps is None else params.num_inference_steps,
-            "default" if params.seed is None else params.seed,
-        )  # fmt: skip
-        reply = await generate_unless_gone(request, request_id, parsed.prompt, params)
-        elapsed = time.perf_counter() - started
-        if reply is None:
-            logger.info("Request %s stopped after %.2f s: the client left", request_id, elapsed)
-            return Response(status_code=499)
-        if not reply.get("ok"):
-            return _failure(reply, request_id, elapsed)
-        fmt = parsed.output_format or "png"
-        loop = asyncio.get_running_loop()
-        encoded = await loop.run_in_executor(
-            pool, _encode_images, reply["images"], fmt, parsed.output_compression
-        )
-        data: list[ImageData] = []
-        for payload, seed in encoded:
-            if parsed.response_format == "url":
-                image_id = store.put(payload, IMAGE_FORMATS[fmt])
-                url = str(request.url_for("get_image", image_id=image_id))
-                data.append(ImageData(url=url, seed=seed))
-            else:
-                data.append(
-                    ImageData(b64_json=base64.b64encode(payload).decode("ascii"), seed=seed)
-                )
-        answer = ImagesResponse(
-            created=int(time.time()), data=data, output_format=fmt,
-            size=f"{params.width}x{params.height}",
-        )  # fmt: skip
-        # Logged before the answer goes out, so a client that has its images sees the line.
-        logger.info(
-            "Request %s done in %.2f s: %d image(s) %dx%d %s",
-            request_id, time.perf_counter() - started, len(data), params.width, params.height, fmt,
-        )  # fmt: skip
-        return JSONResponse(
-            answer.model_dump(exclude_none=True), headers={_REQUEST_ID_HEADER: request_id}
-        )
 
-    app.state.image_store = store
-    app.state.bridge_pool = pool
-    return app
+
+def _add_generation_route(app: FastAPI, served: _Served) -> None:
+    """``POST /v1/images/generations``, its body declared with this server's limits."""
+
+    async def create_image(request: Request) -> Response:
+        return await _generate(served, request)
+
+    app.add_api_route(
+        _GENERATIONS, create_image, methods=["POST"], operation_id=OPERATION_IDS["generate"],
+        response_model=ImagesResponse, response_model_exclude_none=True,
+        responses=generation_responses(served.limits, _ERROR),
+    )  # fmt: skip
+    body = {
+        "required": True,
+        "content": {"application/json": {"schema": request_schema(served.model_id, served.limits)}},
+    }
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document with the body schema as written: set through FastAPI, its
+        numbers would be read as floats, and the largest seed, 2**62 - 1, is not one."""
+        first = app.openapi_schema is None
+        document = build()
+        if first:
+            document["paths"][_GENERATIONS]["post"]["requestBody"] = body
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented extension point
+
+
+async def _generate(served: _Served, request: Request) -> Response:
+    """One generation request: parse, ask the launcher (cancelled if the client leaves),
+    encode the images, answer."""
+    request_id = "req_" + uuid.uuid4().hex[:16]
+    started = time.perf_counter()
+    try:
+        parsed = parse_image_request(await _read_body(request), model_id=served.model_id)
+        params = to_sampling_params(parsed)
+    except ApiError as rejected:
+        logger.info("Request %s rejected (%d): %s", request_id, rejected.status, rejected.message)
+        return _error_response(rejected, request_id)
+    logger.info(
+        "Request %s received: n=%d size=%dx%d steps=%s seed=%s",
+        request_id, params.num_images, params.width, params.height,
+        "default" if params.num_inference_steps is None else params.num_inference_steps,
+        "default" if params.seed is None else params.seed,
+    )  # fmt: skip
+    reply = await _generate_unless_gone(served, request, request_id, parsed.prompt, params)
+    elapsed = time.perf_counter() - started
+    if reply is None:
+        logger.info("Request %s stopped after %.2f s: the client left", request_id, elapsed)
+        return Response(status_code=499)
+    if not reply.get("ok"):
+        return _failure(reply, request_id, elapsed)
+    fmt = parsed.output_format or "png"
+    data = await _image_data(served, request, parsed, reply["images"], fmt)
+    answer = ImagesResponse(
+        created=int(time.time()), data=data, output_format=fmt,
+        size=f"{params.width}x{params.height}",
+    )  # fmt: skip
+    # Logged before the answer goes out, so a client that has its images sees the line.
+    logger.info(
+        "Request %s done in %.2f s: %d image(s) %dx%d %s",
+        request_id, time.perf_counter() - started, len(data), params.width, params.height, fmt,
+    )  # fmt: skip
+    return JSONResponse(
+        answer.model_dump(exclude_none=True), headers={_REQUEST_ID_HEADER: request_id}
+    )
+
+
+async def _generate_unless_gone(
+    served: _Served, request: Request, request_id: str, prompt: str, params: SamplingParams
+) -> dict[str, Any] | None:
+    """The launcher's answer; None when the client left first (its request is cancelled)."""
+    loop = asyncio.get_running_loop()
+    work = loop.run_in_executor(
+        served.pool,
+        partial(
+            served.bridge.call, "generate", request_id=request_id, prompt=prompt,
+            params=params.to_dict(),
+        ),
+    )  # fmt: skip
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        waiters: list[asyncio.Future[Any]] = [work, gone]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not gone.done():
+            gone.cancel()
+    if work.done():
+        return await _reply_of(work)
+    logger.info("Request %s: the client disconnected; cancelling it", request_id)
+    with contextlib.suppress(BridgeError):
+        await served.call("cancel", request_id=request_id, reason="disconnected")
+    await _reply_of(work)  # the launcher answers once the workers stopped
+    return None
+
+
+async def _image_data(
+    served: _Served,
+    request: Request,
+    parsed: ImageGenerationRequest,
+    images: list[dict[str, Any]],
+    fmt: str,
+) -> list[ImageData]:
+    """The answer's ``data``: each image encoded (on the pool) and inline or kept for its URL."""
+    loop = asyncio.get_running_loop()
+    encoded = await loop.run_in_executor(
+        served.pool, _encode_images, images, fmt, parsed.output_compression
+    )
+    data: list[ImageData] = []
+    for payload, seed in encoded:
+        if parsed.response_format == "url":
+            image_id = served.store.put(payload, IMAGE_FORMATS[fmt])
+            url = str(request.url_for("get_image", image_id=image_id))
+            data.append(ImageData(url=url, image_id=image_id, seed=seed))
+        else:
+            data.append(ImageData(b64_json=base64.b64encode(payload).decode("ascii"), seed=seed))
+    return data
 
 
 async def _reply_of(work: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
@@ -540,7 +691,8 @@ def launch_http_server_only(server_args: ServerArgs) -> None:
             logger.error("%s", message)
         raise SystemExit(1) from None
     url = _url_of(sock)
-    app = create_app(server_args, bridge)
+    # The launcher enforces the limits; the app declares them in /openapi.json.
+    app = create_app(server_args, bridge, limits=ServeLimits(**bridge.call("limits")["limits"]))
     config = uvicorn.Config(
         app,
         http="h11",

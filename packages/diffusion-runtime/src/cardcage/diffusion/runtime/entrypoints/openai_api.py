@@ -27,7 +27,8 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from cardcage.diffusion.configs.sampling_params import (
     MAX_IMAGES_PER_REQUEST,
@@ -65,7 +66,8 @@ MAX_PROMPT_CHARS = 4000
 DEFAULT_SIZE = "64x64"
 """What ``size`` omitted or ``"auto"`` means: the built-in model's native size."""
 
-_SIZE = re.compile(r"([0-9]{1,5})x([0-9]{1,5})")
+# Exactly the sizes /openapi.json declares: no surrounding spaces, no leading zeros.
+_SIZE = re.compile(r"([1-9][0-9]{0,4})x([1-9][0-9]{0,4})")
 # SamplingParams field -> the request field a client wrote.
 _PARAM_OF_FIELD = {"num_images": "n", "height": "size", "width": "size"}
 
@@ -117,6 +119,32 @@ def _unicode_text(value: str) -> str:
 Text = Annotated[str, AfterValidator(_unicode_text)]
 
 
+def _integral(value: object) -> object:
+    """``2.0`` as ``2``: JSON has one number type, and JSON Schema (so ``/openapi.json``) calls
+    ``2.0`` an integer; ``2.5`` stays a float, which a strict int refuses."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def _exactly_bool(value: object) -> object:
+    """``false`` only as a boolean: ``0 == False`` in Python, so a Literal would take ``0``."""
+    if value is not None and type(value) is not bool:
+        raise PydanticCustomError("bool_type", "Input should be a valid boolean")
+    return value
+
+
+def _exactly_int(value: object) -> object:
+    """``0`` only as a number: ``False == 0`` in Python, so a Literal would take ``false``."""
+    value = _integral(value)
+    if value is not None and type(value) is not int:
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+
+
 class ImageGenerationRequest(BaseModel):
     """The body of ``POST /v1/images/generations`` (OpenAI's fields, then this server's)."""
 
@@ -124,7 +152,7 @@ class ImageGenerationRequest(BaseModel):
 
     prompt: Text = Field(description="The text to draw (required, non-empty).")
     model: Text | None = Field(None, description="Optional; must be the served model id.")
-    n: int | None = Field(
+    n: Integer | None = Field(
         None, description=f"Images to generate, 1 to {MAX_IMAGES_PER_REQUEST} (default 1)."
     )
     size: Text | None = Field(
@@ -147,7 +175,7 @@ class ImageGenerationRequest(BaseModel):
     output_format: Literal["png", "jpeg", "webp"] | None = Field(
         None, description="Image file format (default 'png')."
     )
-    output_compression: int | None = Field(
+    output_compression: Integer | None = Field(
         None, ge=0, le=100, description="0-100 quality for 'jpeg' and 'webp' (default 100)."
     )
     response_format: Literal["b64_json", "url"] | None = Field(
@@ -155,18 +183,20 @@ class ImageGenerationRequest(BaseModel):
         description="'b64_json' (default): the image inline; 'url': a link to GET "
         "/v1/images/{id} on this server, valid for a limited time.",
     )
-    stream: Literal[False] | None = Field(None, description="Streaming is not supported.")
-    partial_images: Literal[0] | None = Field(
+    stream: Annotated[Literal[False] | None, BeforeValidator(_exactly_bool)] = Field(
+        None, description="Streaming is not supported."
+    )
+    partial_images: Annotated[Literal[0] | None, BeforeValidator(_exactly_int)] = Field(
         None, description="Only 0: partial images need streaming, which is not supported."
     )
     user: Text | None = Field(None, description="End-user id; accepted and logged nowhere.")
-    seed: int | None = Field(
+    seed: Integer | None = Field(
         None,
         description=(
             f"Integer from 0 to {MAX_SEED}; image i uses seed + i (default: the server's --seed)."
         ),
     )
-    num_inference_steps: int | None = Field(
+    num_inference_steps: Integer | None = Field(
         None, description="Denoising steps (default: the model's)."
     )
     guidance_scale: float | None = Field(
@@ -180,6 +210,11 @@ class ImageData(BaseModel):
 
     b64_json: str | None = None
     url: str | None = None
+    image_id: str | None = Field(
+        default=None,
+        description="With response_format 'url': the id of GET /v1/images/{image_id}, the last "
+        "segment of 'url' (a cardcage extension; OpenAI's client keeps extra fields).",
+    )
     revised_prompt: str | None = None
     seed: int | None = Field(None, description="The seed of this image (a cardcage extension).")
 
@@ -236,7 +271,7 @@ def parse_size(value: str | None) -> tuple[int, int]:
     ``SamplingParams``'s."""
     if value is None or value == "auto":
         value = DEFAULT_SIZE
-    match = _SIZE.fullmatch(value.strip())
+    match = _SIZE.fullmatch(value)
     if match is None:
         raise _invalid(
             "size",

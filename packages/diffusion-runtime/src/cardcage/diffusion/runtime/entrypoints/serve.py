@@ -160,6 +160,8 @@ class ImageBackend:
             return {"ok": True, "cancelled": self.cancel(str(message["request_id"]), reason)}
         if op == "health":
             return self._health()
+        if op == "limits":  # the HTTP child declares them in /openapi.json
+            return {"ok": True, "limits": self.limits.to_dict()}
         if op == "listening":
             self.http_url = str(message.get("url"))
             self._wake()
