@@ -461,15 +461,58 @@ def docs(session: nox.Session) -> None:
     )
 
 
+DIST = ROOT / "dist"
+
+
 @session(python=PYTHON)
 def build(session: nox.Session) -> None:
-    """sdist + wheel for every package, metadata checked with twine."""
+    """The release artifacts: an sdist and a wheel for every package, in ``dist/``, checked.
+
+    ``dist/`` is emptied first, so it holds exactly one release's files; twine checks their
+    metadata as PyPI would (``--strict``), every wheel ships ``py.typed`` in each sub-package,
+    and each package's sdist builds the same wheel again (what a user installing from the sdist
+    gets). The release workflow (docs/contributing.md, "Releasing") uploads this folder.
+    """
     session.install(*BUILD)
-    out = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(DIST, ignore_errors=True)
+    DIST.mkdir()
     for package in sorted(p for p in PACKAGES.iterdir() if (p / "pyproject.toml").exists()):
-        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(out), str(package))
-    session.run("twine", "check", "--strict", *sorted(str(p) for p in out.iterdir()))
-    session.run("python", "-c", _CHECK_TYPED_WHEELS, str(out), silent=True)
+        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(DIST), str(package))
+    artifacts = sorted(str(p) for p in DIST.iterdir())
+    session.run("twine", "check", "--strict", *artifacts)
+    session.run("python", "-c", _CHECK_TYPED_WHEELS, str(DIST), silent=True)
+    session.run("python", "-c", _CHECK_SDISTS_REBUILD, str(DIST), silent=True)
+    session.log(f"release artifacts ({len(artifacts)} files): {DIST}")
+
+
+# Building a wheel from each sdist must give the same files as the wheel built from the tree: an
+# sdist that forgets a file (the early-patch .pth, a schema) ships a broken wheel to anyone who
+# installs from it.
+_CHECK_SDISTS_REBUILD = """
+import pathlib, subprocess, sys, tarfile, tempfile, zipfile
+dist = pathlib.Path(sys.argv[1])
+problems = []
+for sdist in sorted(dist.glob("*.tar.gz")):
+    name = sdist.name[: -len(".tar.gz")]
+    project, version = name.rsplit("-", 1)
+    (wheel,) = dist.glob(f"{project.replace('-', '_')}-{version}-*.whl")
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(sdist) as archive:
+            archive.extractall(tmp, filter="data")
+        out = pathlib.Path(tmp) / "out"
+        subprocess.run(
+            [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out),
+             str(pathlib.Path(tmp) / name)],
+            check=True, capture_output=True,
+        )
+        (again,) = out.glob("*.whl")
+        files = {n for n in zipfile.ZipFile(wheel).namelist() if ".dist-info/RECORD" not in n}
+        rebuilt = {n for n in zipfile.ZipFile(again).namelist() if ".dist-info/RECORD" not in n}
+        if files != rebuilt:
+            missing, extra = sorted(files - rebuilt), sorted(rebuilt - files)
+            problems.append(f"{sdist.name}: missing {missing}, extra {extra}")
+sys.exit(chr(10).join(problems) if problems else 0)
+"""
 
 
 # Every cardcage sub-package in a wheel must ship py.typed (PEP 561; cardcage is a PEP 420

@@ -6,7 +6,10 @@ sides, so machine speed cancels out:
 1. hook call overhead per hook type, on plain functions, methods and a classmethod: (wrapped call -
    bare call) for cardcage / the same for SGLang;
 2. ``apply()`` of 50 targets with ~2,000 modules imported / SGLang's ``HookRegistry.apply_hooks()``;
-3. ``python -c "import cardcage.hooks"`` / ``python -c pass``.
+3. ``python -c "import cardcage.hooks"`` / ``python -c pass``;
+4. ``python -c pass`` with cardcage-core-hooks' early-patch ``.pth`` file in site-packages and
+   ``CARDCAGE_EARLY_PATCHES`` unset / the same venv with the file moved aside: what the early-patch
+   mechanism costs every Python process that does not use it.
 
 The anchor is ``sglang/srt/plugins/hook_registry.py`` read out of the sglang wheel that ``nox -s
 bench`` downloads (``--anchor-dir``). Only that one file is extracted, into a temporary directory,
@@ -38,11 +41,13 @@ from typing import TYPE_CHECKING, Any
 
 from _common import (
     ANCHOR_VERSION,
+    BenchError,
     Result,
     find_anchor_wheel,
     parse_args,
     progress,
     quartiles,
+    run_once,
     table,
 )
 from _common import (
@@ -68,6 +73,9 @@ METHOD_CALL_BUDGET = 0.8
 REWRITE_CALL_BUDGET = 1.0
 APPLY_BUDGET = 0.2
 IMPORT_BUDGET = 1.3
+#: "An early-patch mechanism costs a process that does not use it nothing measurable".
+EARLY_PTH_BUDGET = 1.02
+EARLY_PTH = "zz_cardcage_early_patches.pth"
 
 APPLY_MODULES = 2000  # synthetic modules, the 50 target modules included
 APPLY_TARGETS = 50
@@ -569,6 +577,66 @@ def measure_startup(anchor_file: Path, scratch: Path, settings: Settings) -> lis
     )
 
 
+def installed_pth() -> Path:
+    """The early-patch ``.pth`` file cardcage-core-hooks installed next to it."""
+    import cardcage.hooks
+
+    hooks_dir = Path(next(iter(cardcage.hooks.__path__)))
+    pth = hooks_dir.parent.parent / EARLY_PTH  # site-packages/cardcage/hooks -> site-packages
+    if not pth.exists():
+        raise BenchError(
+            f"{pth} is missing: install cardcage-core-hooks from its wheel (nox -s bench does)"
+        )
+    return pth
+
+
+def measure_early_pth(scratch: Path, settings: Settings) -> Result:
+    """``python -c pass``, variable unset: with the ``.pth`` file / with it moved aside.
+
+    The same interpreter and venv both ways; the file is renamed between runs (never during
+    one), alternating which goes first, and always put back. Many rounds: the budget is 2 %.
+    """
+    import random
+
+    pth = installed_pth()
+    aside = pth.with_name(pth.name + ".bench-aside")
+    env = startup_env(scratch / "pycache")
+    env.pop("CARDCAGE_EARLY_PATCHES", None)
+    rounds = settings.startup_rounds * 4
+    samples: dict[str, list[float]] = {"with": [], "without": []}
+    order = random.Random(7)
+    try:
+        for _ in range(3):
+            run_once("pass", env, scratch)
+        for _ in range(rounds):
+            sides = ["with", "without"]
+            order.shuffle(sides)
+            for side in sides:
+                if side == "without":
+                    pth.rename(aside)
+                try:
+                    samples[side].append(run_once("pass", env, scratch))
+                finally:
+                    if side == "without":
+                        aside.rename(pth)
+    finally:
+        if aside.exists() and not pth.exists():
+            aside.rename(pth)
+    value = statistics.median(samples["with"]) * 1e3
+    reference = statistics.median(samples["without"]) * 1e3
+    return Result(
+        group="start-up",
+        name="python -c pass, early-patch .pth present, variable unset",
+        unit="ms",
+        value=value,
+        reference=reference,
+        reference_label="same venv without the .pth",
+        ratio=value / reference,
+        budget=EARLY_PTH_BUDGET,
+        spread=quartiles([w / o for w, o in zip(samples["with"], samples["without"], strict=True)]),
+    )
+
+
 # -- report --------------------------------------------------------------------------------------
 
 
@@ -619,6 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results: list[Result] = []
         progress("start-up: python -c ... (subprocesses)")
         results += measure_startup(anchor_file, scratch, settings)
+        progress("start-up: the early-patch .pth file, variable unset (subprocesses)")
+        results.append(measure_early_pth(scratch, settings))
         progress("hook call overhead")
         results += measure_calls(anchor, settings)
         progress(f"apply() with {APPLY_MODULES:,} synthetic modules")

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 PROBE = Path(__file__).with_name("probe.py")
-STEERING = ("SGLANG_PLATFORM", "SGLANG_PLUGINS", "CARDCAGE_STRICT_HOOKS", "CARDCAGE_DEFERRED_HOOKS")
+STEERING = (
+    "SGLANG_PLATFORM",
+    "SGLANG_PLUGINS",
+    "CARDCAGE_STRICT_HOOKS",
+    "CARDCAGE_DEFERRED_HOOKS",
+    "CARDCAGE_EARLY_PATCHES",
+)
 
 
 def start_runtime(**env: str) -> dict[str, Any]:

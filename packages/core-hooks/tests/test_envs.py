@@ -177,6 +177,7 @@ def test_the_registry_lists_every_core_variable_in_declaration_order() -> None:
         "SGLANG_PLUGINS",
         "CARDCAGE_STRICT_HOOKS",
         "CARDCAGE_DEFERRED_HOOKS",
+        "CARDCAGE_EARLY_PATCHES",
     ]
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
+import subprocess
 import sys
 import types
 import uuid
+import warnings
 from typing import TYPE_CHECKING
 
 import pytest
@@ -14,7 +16,9 @@ from cardcage.hooks import errors
 from cardcage.hooks.errors import (
     CardcageError,
     DuplicatePluginError,
+    EarlyPatchError,
     HookApplyError,
+    HookApplyWarning,
     HookError,
     HookRegistrationError,
     HookResultError,
@@ -30,7 +34,7 @@ from cardcage.hooks.errors import (
     format_plugin,
 )
 from cardcage.hooks.loader import load_plugins_by_group
-from cardcage.hooks.registry import HookType
+from cardcage.hooks.registry import BaseHookRegistry, HookType
 
 if TYPE_CHECKING:
     from dist_support import DistFactory
@@ -47,6 +51,7 @@ BUILTIN = {
     DuplicatePluginError: RuntimeError,
     PluginLoadError: RuntimeError,
     SGLangPluginLoadError: RuntimeError,
+    EarlyPatchError: RuntimeError,
     RuntimeRegistrationError: TypeError,
     HookRegistrationError: TypeError,
     InvalidTargetError: ValueError,
@@ -61,7 +66,9 @@ def _error_classes() -> set[type[BaseException]]:
     return {
         obj
         for _, obj in inspect.getmembers(errors, inspect.isclass)
-        if issubclass(obj, BaseException) and obj.__module__ == errors.__name__
+        if issubclass(obj, BaseException)
+        and not issubclass(obj, Warning)  # warning categories are not errors
+        and obj.__module__ == errors.__name__
     }
 
 
@@ -272,3 +279,45 @@ def test_a_badly_shaped_before_result_says_what_shape_is_expected(
         target_module.greet("x")
 
     assert (info.value.target, info.value.hook) == (target, bad_before)
+
+
+# -- a non-strict apply() that leaves targets unpatched -----------------------------------------
+
+
+def test_a_failed_apply_is_a_warning_a_plain_script_sees_without_logging() -> None:
+    # The ERROR log goes to the package's NullHandler; the warning reaches stderr by default.
+    script = (
+        "from cardcage.hooks.registry import BaseHookRegistry, HookType\n"
+        "class Registry(BaseHookRegistry): pass\n"
+        "Registry.register('json.no_such_function', lambda r, *a, **k: r, HookType.AFTER)\n"
+        "report = Registry.apply()\n"
+        "print('failed:', sorted(report.failed))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+
+    assert "failed: ['json.no_such_function']" in done.stdout
+    assert "HookApplyWarning" in done.stderr
+    assert "json.no_such_function" in done.stderr
+    assert "strict=True" in done.stderr
+
+
+def test_the_warning_carries_the_failures_and_strict_mode_raises_instead(
+    target_module: types.ModuleType,
+) -> None:
+    class Registry(BaseHookRegistry):
+        pass
+
+    target = f"{target_module.__name__}.missing"
+    Registry.register(target, lambda result, *a, **k: result, HookType.AFTER)
+    with pytest.warns(HookApplyWarning) as caught:
+        Registry.apply()
+    assert set(caught[0].message.failures) == {target}  # type: ignore[union-attr]
+
+    Registry.register(target, lambda result, *a, **k: result, HookType.AFTER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HookApplyWarning)  # strict raises; it does not also warn
+        with pytest.raises(HookApplyError):
+            Registry.apply(strict=True)
+    Registry.unapply()

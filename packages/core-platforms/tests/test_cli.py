@@ -9,7 +9,9 @@ test-only requirement (the nox session installs it).
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from cli_support import (
     SGLANG_NATIVE_PLUGIN,
     UNIMPORTABLE_PLATFORM,
     Site,
+    clean_environ,
     run_cli,
     validate,
 )
@@ -420,6 +423,36 @@ def test_platform_typo_shows_the_suggestion_and_exits_1(site: Site) -> None:
     assert document["error"]["type"] == "PlatformNotFoundError"
     assert document["error"]["plugin"] == "acmee"
     assert "Did you mean 'acme'?" in document["error"]["message"]
+
+
+def test_platform_name_in_the_wrong_case_is_suggested_in_its_own_spelling(site: Site) -> None:
+    site.oot("acme-accel", "acme_npu")
+    text = site.run("platform", env={"SGLANG_PLATFORM": "ACME_NPU"})
+    assert text.returncode == 1, text
+    assert "Did you mean 'acme_npu'?" in text.stdout
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(site: Site) -> None:
+    # `cardcage platform --json | head`: the reader has gone before the document is written.
+    # Closing the read end first makes the write fail every time, not only when head wins a race.
+    site.oot("acme-accel", "acme")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        writer = subprocess.run(
+            [sys.executable, "-m", "cardcage.platforms.cli", "platform", "--json"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_environ({"PYTHONPATH": str(site.root), **site.env}),
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    assert "Traceback" not in writer.stderr, writer.stderr
+    assert "BrokenPipeError" not in writer.stderr
+    assert writer.returncode == 141  # as a Unix tool killed by SIGPIPE
 
 
 def test_platform_activation_error_names_plugin_distribution_and_cause(site: Site) -> None:
@@ -1141,7 +1174,10 @@ def test_doctor_names_a_selected_platform_written_for_sglang_with_both_fixes(sit
         assert (
             "install SGLang (pip install sglang) and start SGLang's own runtime" in (finding["fix"])
         )
-        assert "the porting guide: docs/platforms/porting.md" in finding["fix"]
+        assert (
+            'the porting guide: the page "Porting a plugin between SGLang and cardcage"'
+            in finding["fix"]
+        )
         assert finding["distributions"] == [{"name": "native-vendor", "version": "1.0"}]
     assert (
         "importing the class its activate() named (ccfix_native.platform.NativePlatform)"
@@ -1362,3 +1398,188 @@ def test_doctor_json_names_the_class_activate_returned_when_it_fails_validation(
     assert startup["platform"]["plugin"] == "lazy"
     assert startup["platform"]["qualname"] == "ccfix_lazy_vendor_lazy:FixturePlatform"
     assert startup["selection_fails"] is True
+
+
+# -- doctor --hooks: hooks startup registers but could never apply -----------------------------
+
+DEAD_HOOKS_PLUGIN = """
+import json
+
+from cardcage.hooks import HookRegistry, HookType
+
+
+def register():
+    HookRegistry.register("json.dumps", lambda result, *args, **kwargs: result, HookType.AFTER)
+    HookRegistry.register(
+        "vllm_not_installed_here._custom_ops.fused_add_rms_norm",
+        lambda original, *args, **kwargs: original(*args, **kwargs),
+        HookType.AROUND,
+    )
+    HookRegistry.register("json.no_such_function", lambda *args, **kwargs: None, HookType.BEFORE)
+"""
+
+
+def test_doctor_hooks_fails_strict_on_each_hook_that_cannot_apply(site: Site) -> None:
+    site.plugin("dead-hooks", "dead_hooks", DEAD_HOOKS_PLUGIN)
+
+    fast = site.run("doctor", "--strict")
+    assert fast.returncode == 0, fast  # the default never resolves a target: it stays fast
+
+    result = site.run("doctor", "--strict", "--hooks", "--json")
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("doctor", document)
+    dead = {
+        f["message"].split("on ")[1].split()[0]: f
+        for f in document["findings"]
+        if f["code"] == "hook-cannot-apply"
+    }
+    assert set(dead) == {
+        "'vllm_not_installed_here._custom_ops.fused_add_rms_norm'",
+        "'json.no_such_function'",
+    }
+    missing_module = dead["'vllm_not_installed_here._custom_ops.fused_add_rms_norm'"]
+    assert missing_module["severity"] == "error"
+    assert missing_module["plugin"] == "dead_hooks"
+    assert missing_module["distributions"] == [{"name": "dead-hooks", "version": "1.0"}]
+    assert "ModuleNotFoundError" in missing_module["message"]
+    assert "AROUND" in missing_module["message"]
+    assert "dead-hooks's register()" in missing_module["fix"]
+
+    text = site.run("doctor", "--hooks")
+    assert "hook-cannot-apply" in text.stdout
+    assert "Traceback" not in text.stderr  # the finding reports it; apply()'s log stays quiet
+
+
+def test_doctor_hooks_leaves_a_plugin_whose_hooks_apply_alone(site: Site) -> None:
+    site.plugin("hooking", "hooking", HOOKING_PLUGIN)
+    result = site.run("doctor", "--strict", "--hooks", "--json")
+    assert result.returncode == 0, result
+    assert "hook-cannot-apply" not in _codes(result.json())
+
+
+# -- early patches ---------------------------------------------------------------------------------
+
+EARLY = "cardcage.early_patches"
+
+#: An early patch: a value on a module it imports itself (applied at once) and a hook on a module
+#: the CLI never imports (pending).
+EARLY_PATCH = """
+from cardcage.hooks import HookType, early
+
+
+def later(result, *args, **kwargs):
+    return result
+
+
+def register():
+    import ccfix_early_host
+
+    early.set_value("ccfix_early_host:MODE", "vendor")
+    early.hook("ccfix_early_host.later:compute", later, HookType.AFTER)
+"""
+
+RAISING_EARLY_PATCH = """
+def register():
+    raise RuntimeError("vendor early patch exploded")
+"""
+
+
+def _early_fixtures(site: Site, source: str = EARLY_PATCH) -> None:
+    site.module("ccfix_early_host", "MODE = 'plain'\n")
+    site.add(
+        "acme-early",
+        "3.1",
+        entry_points={EARLY: {"acme_early": "ccfix_acme_early:register"}},
+        modules={"ccfix_acme_early": site.touching("acme_early", source)},
+    )
+
+
+@without_diffusion
+def test_hooks_lists_early_patches_with_their_source_and_status(site: Site) -> None:
+    _early_fixtures(site)
+    document = _json(site, "hooks", env={"CARDCAGE_EARLY_PATCHES": "acme_early"})
+    early = document["early_patches"]
+    assert (early["requested"], early["booted"], early["error"]) == (["acme_early"], True, None)
+    (plugin,) = early["plugins"]
+    assert (plugin["name"], plugin["distribution"], plugin["version"], plugin["status"]) == (
+        "acme_early",
+        "acme-early",
+        "3.1",
+        "executed",
+    )
+    rows = {row["target"]: row for row in early["patches"]}
+    value = rows["ccfix_early_host:MODE"]
+    assert (value["kind"], value["status"], value["plugin"], value["distribution"]) == (
+        "value",
+        "applied",
+        "acme_early",
+        "acme-early",
+    )
+    pending = rows["ccfix_early_host.later:compute"]
+    assert (pending["kind"], pending["type"], pending["status"]) == ("hook", "AFTER", "pending")
+    assert pending["pending_module"] == "ccfix_early_host.later"
+    text = site.run("hooks", env={"CARDCAGE_EARLY_PATCHES": "acme_early"}).stdout
+    assert "Early patches (CARDCAGE_EARLY_PATCHES=acme_early): ran at interpreter start." in text
+    assert "pending (ccfix_early_host.later)" in text
+
+
+@without_diffusion
+def test_an_installed_early_patch_that_is_not_named_is_listed_and_never_imported(
+    site: Site,
+) -> None:
+    _early_fixtures(site)
+    document = _json(site, "hooks")
+    early = document["early_patches"]
+    assert (early["requested"], early["booted"], early["patches"]) == ([], False, [])
+    assert [p["status"] for p in early["plugins"]] == ["not-requested"]
+    assert not site.marker("acme_early").exists()
+    assert "Early patches: none requested" in site.run("hooks").stdout
+
+
+@without_diffusion
+def test_doctor_reports_a_misspelled_early_patch_name(site: Site) -> None:
+    _early_fixtures(site)
+    document = _json(site, "doctor", env={"CARDCAGE_EARLY_PATCHES": "acme_erly"})
+    (finding,) = [f for f in document["findings"] if f["code"] == "early-patch-unmatched"]
+    assert finding["severity"] == "warning"
+    assert "Did you mean 'acme_early'?" in finding["message"]
+
+
+@without_diffusion
+def test_the_selected_platforms_failing_early_patch_fails_hooks_and_doctor(site: Site) -> None:
+    site.add(
+        "acme-npu",
+        "2.0",
+        entry_points={
+            PLATFORMS: {"acme": "ccfix_acme_npu:activate"},
+            EARLY: {"acme_early": "ccfix_acme_npu_early:register"},
+        },
+        modules={
+            "ccfix_acme_npu": OOT_PLATFORM.format(
+                module="ccfix_acme_npu", cls="AcmePlatform", device="acme"
+            ),
+            "ccfix_acme_npu_early": RAISING_EARLY_PATCH,
+        },
+    )
+    env = {"SGLANG_PLATFORM": "acme", "CARDCAGE_EARLY_PATCHES": "acme_early"}
+    result = site.run("hooks", "--json", env=env)
+    assert result.returncode == 1, result
+    document = result.json()
+    validate("hooks", document)
+    error = document["runtimes"][0]["error"]
+    assert (error["type"], error["plugin"], error["distribution"]) == (
+        "EarlyPatchError",
+        "acme_early",
+        "acme-npu",
+    )
+    assert "vendor early patch exploded" in error["message"]
+    doctor = _json(site, "doctor", env=env)
+    (finding,) = [f for f in doctor["findings"] if f["code"] == "early-patch-failed"]
+    assert finding["severity"] == "error"
+    assert finding["distributions"] == [{"name": "acme-npu", "version": "2.0"}]
+    # Another platform selected: the same failure is a warning, and startup goes on.
+    site.oot("other-npu", "other")
+    doctor = _json(site, "doctor", env={**env, "SGLANG_PLATFORM": "other"})
+    (finding,) = [f for f in doctor["findings"] if f["code"] == "early-patch-failed"]
+    assert finding["severity"] == "warning"

@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 PLATFORMS = "sglang.srt.platforms"
 OWN_ENV = ("SGLANG_PLATFORM", "SGLANG_PLUGINS", "SGLANG_USE_CPU_ENGINE")
 
+#: How error messages name the porting guide (a page title a wheel-only user can look up).
+PORTING_GUIDE_NAMED = 'the porting guide: the page "Porting a plugin between SGLang and cardcage"'
+
 
 def _never() -> bool:
     raise AssertionError("a built-in hardware probe was consulted")
@@ -1094,7 +1097,10 @@ def _assert_targets_sglang(error: Exception, step: str) -> None:
     assert "No module named 'sglang'" in message
     assert "SGLang is not installed in this environment" in message
     assert "install SGLang (pip install sglang) and start SGLang's own runtime" in message
-    assert "port it to cardcage's API (the porting guide: docs/platforms/porting.md)" in message
+    assert (
+        "port it to cardcage's API (the porting guide: the page \"Porting a plugin between SGLang "
+        in message
+    )
     assert "select another platform with SGLANG_PLATFORM, or uninstall vendor-a" in message
     assert isinstance(error, TargetsSGLangError)
     assert error.sglang_module == "sglang"
@@ -1201,7 +1207,7 @@ def test_an_sglang_native_platform_class_is_rejected_naming_sglang_and_the_porti
     assert "cardcage.platforms.interface.SRTPlatform and does not adapt SGLang's own" in message
     assert "start SGLang's own runtime" in message
     assert "pip install sglang" not in message  # its class resolved: SGLang is there
-    assert "the porting guide: docs/platforms/porting.md" in message
+    assert PORTING_GUIDE_NAMED in message
     assert error.sglang_module == "sglang.srt.platforms.interface"
     assert (error.plugin, error.distribution) == ("alpha", "vendor-a")
     assert "sglang" not in sys.modules

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .errors import (
         CardcageError,
         DuplicatePluginError,
+        EarlyPatchError,
         HookApplyError,
         HookError,
         HookRegistrationError,
@@ -72,6 +73,7 @@ _EXPORTS = {
     "plugin_source": "registry",
     "CardcageError": "errors",
     "DuplicatePluginError": "errors",
+    "EarlyPatchError": "errors",
     "HookApplyError": "errors",
     "HookError": "errors",
     "HookRegistrationError": "errors",
@@ -114,6 +116,7 @@ __all__ = [
     "BaseHookRegistry",
     "CardcageError",
     "DuplicatePluginError",
+    "EarlyPatchError",
     "EntryPointSnapshot",
     "GENERAL_PLUGINS_GROUP",
     "HookApplyError",

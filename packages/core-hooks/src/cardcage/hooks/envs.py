@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CARDCAGE_DEFERRED_HOOKS",
+    "CARDCAGE_EARLY_PATCHES",
     "CARDCAGE_STRICT_HOOKS",
     "ENV_VARS",
     "SGLANG_DIFFUSION_PLATFORM_OVERRIDE",
@@ -29,6 +30,7 @@ __all__ = [
     "EnvVar",
     "parse_allowlist",
     "parse_bool",
+    "parse_names",
 ]
 
 T = TypeVar("T")
@@ -63,6 +65,33 @@ def parse_allowlist(name: str, raw: str) -> frozenset[str] | None:
     if not raw.strip():
         return None
     return frozenset(item.strip() for item in raw.split(",") if item.strip())
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def parse_names(name: str, raw: str) -> tuple[str, ...]:
+    """Parse comma-separated entry-point names, in order, without repeats.
+
+    Items are stripped and empty items dropped, so ``""`` and ``","`` name nothing. An item that
+    is not an entry-point name (letters, digits, ``_``, ``-``, ``.``) raises
+    ``InvalidEnvVarError``: ``a b`` is a typo for ``a,b``, never two names.
+    """
+    names: list[str] = []
+    for part in raw.split(","):
+        item = part.strip()
+        if not item:
+            continue
+        if not _NAME_CHARS.issuperset(item):
+            raise InvalidEnvVarError(
+                name,
+                raw,
+                "comma-separated entry-point names (letters, digits, '_', '-' and '.'; "
+                f"{item!r} is not one)",
+            )
+        if item not in names:
+            names.append(item)
+    return tuple(names)
 
 
 class EnvVar(FrozenRecord, Generic[T]):
@@ -196,6 +225,22 @@ CARDCAGE_DEFERRED_HOOKS: EnvVar[bool] = ENV_VARS.add(
         description=(
             "When true, load_plugins() never imports a hook target's module: a target whose "
             "module is not imported yet is patched when that module is first imported."
+        ),
+    )
+)
+
+CARDCAGE_EARLY_PATCHES: EnvVar[tuple[str, ...]] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_EARLY_PATCHES",
+        default=(),
+        parser=parse_names,
+        kind="comma-separated names",
+        description=(
+            "Early patches to run at interpreter start, by entry-point name in the "
+            "cardcage.early_patches group: stand-ins for missing modules and patches applied "
+            "right after a module executes, before the host's importers copy what it defines. "
+            "Unset or empty: nothing runs and nothing is imported (the .pth line of "
+            "cardcage-core-hooks only reads this variable). Inherited by child processes."
         ),
     )
 )

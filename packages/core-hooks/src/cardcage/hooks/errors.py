@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CardcageError",
     "DuplicatePluginError",
+    "EarlyPatchError",
     "HookApplyError",
+    "HookApplyWarning",
     "HookError",
     "HookRegistrationError",
     "HookResultError",
@@ -37,8 +39,13 @@ __all__ = [
     "targets_sglang_problem",
 ]
 
-#: cardcage's guide to moving a plugin between SGLang's API and cardcage's, in either direction.
-SGLANG_PORTING_GUIDE = "docs/platforms/porting.md"
+#: cardcage's guide to moving a plugin between SGLang's API and cardcage's, in either direction,
+#: named by its page title so a user holding only a wheel can find it in the built docs (the
+#: source path follows for those reading the repository).
+SGLANG_PORTING_GUIDE = (
+    'the page "Porting a plugin between SGLang and cardcage" of cardcage\'s documentation '
+    "(docs/platforms/porting.md in its repository)"
+)
 
 
 class CardcageError(Exception):
@@ -103,9 +110,10 @@ class DuplicatePluginError(PluginError, RuntimeError):
         self.distributions = tuple(distributions)
         shown = ", ".join(str(d) for d in self.distributions)
         super().__init__(
-            f"Entry-point name {plugin!r} in group {group!r} is provided by several "
-            f"distributions: {shown}. Uninstall all but one of them, or rename the entry point "
-            "in one distribution's pyproject.toml.",
+            f"Duplicate entry-point name {plugin!r} in group {group!r}: entry-point names must "
+            f"be unique within a group, and it is provided by several distributions: {shown}. "
+            "Uninstall all but one of them, or rename the entry point in one distribution's "
+            "pyproject.toml.",
             group=group,
             plugin=plugin,
             distribution=self.distributions[0] if self.distributions else None,
@@ -129,6 +137,36 @@ class PluginLoadError(PluginError, RuntimeError):
     ) -> None:
         self.targets = tuple(targets)
         super().__init__(message, group=group, plugin=plugin, distribution=distribution)
+
+
+class EarlyPatchError(PluginLoadError):
+    """An early patch of the selected platform's distribution failed.
+
+    Early patches run at interpreter start, before any platform is selected, so a failure there
+    is recorded (``cardcage.hooks.early.failures()``) and raised as this error once the
+    selection names its distribution: by ``load_plugins()`` of either runtime, or by the import
+    that reveals it after the selection is known. ``group`` is ``cardcage.early_patches``;
+    ``step`` says what failed (importing the entry point, its callback, a patch of a target, a
+    stand-in); ``targets`` lists the targets concerned.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        plugin: str | None,
+        distribution: str | None,
+        step: str,
+        targets: Sequence[str] = (),
+    ) -> None:
+        self.step = step
+        super().__init__(
+            message,
+            group="cardcage.early_patches",
+            plugin=plugin,
+            distribution=distribution,
+            targets=targets,
+        )
 
 
 class RuntimeRegistrationError(PluginError, TypeError):
@@ -281,3 +319,17 @@ class HookApplyError(HookError, RuntimeError):
         self.failures = dict(failures)
         targets = sorted(self.failures)
         super().__init__(message, target=targets[0] if len(targets) == 1 else None)
+
+
+class HookApplyWarning(RuntimeWarning):
+    """``apply()`` left hook targets unpatched (not in strict mode): their hooks do not run.
+
+    The failure is also logged at ERROR, but a library's logger has a ``NullHandler``, so a plain
+    script that never configured logging would not see it; a ``RuntimeWarning`` is shown by
+    default, once per call site, and ``-W error::cardcage.hooks.errors.HookApplyWarning`` (or
+    ``apply(strict=True)``) turns it into an error. ``failures`` maps each target to its exception.
+    """
+
+    def __init__(self, message: str, *, failures: Mapping[str, BaseException]) -> None:
+        self.failures = dict(failures)
+        super().__init__(message)

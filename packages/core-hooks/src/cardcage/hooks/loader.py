@@ -26,9 +26,16 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .envs import CARDCAGE_DEFERRED_HOOKS, CARDCAGE_STRICT_HOOKS, parse_allowlist, parse_str
+from .envs import (
+    CARDCAGE_DEFERRED_HOOKS,
+    CARDCAGE_EARLY_PATCHES,
+    CARDCAGE_STRICT_HOOKS,
+    parse_allowlist,
+    parse_str,
+)
 from .errors import (
     SGLANG_PORTING_GUIDE,
     DuplicatePluginError,
@@ -653,6 +660,23 @@ def _warn_unmatched_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnaps
         )
 
 
+def _check_early_patches(choice: PlatformChoice | None) -> None:
+    """Early patches' failure policy, now that the selection is known (``cardcage.hooks.early``).
+
+    A process that neither ran early patches nor asks for them imports nothing here.
+    """
+    asked = (CARDCAGE_EARLY_PATCHES.raw() or "").strip()
+    if not asked and "cardcage.hooks.early" not in sys.modules:
+        return
+    from . import early
+
+    if choice is None or not choice.dist_name:
+        early.check_selected_platform(None, "")
+        return
+    who = repr(choice.entry_point) if choice.entry_point else "the platform"
+    early.check_selected_platform(choice.dist_name, f"{who} selected by {choice.reason}")
+
+
 def register_plugins(
     profile: RuntimeProfile = SRT_PROFILE,
     registry: type[BaseHookRegistry] = HookRegistry,
@@ -670,6 +694,7 @@ def register_plugins(
             else selection
         )
         state.report = PluginLoadReport(profile, choice)
+        _check_early_patches(choice)
         _warn_unmatched_allowlist(profile, snapshot)
         fatal = [choice.dist_name] if choice is not None and choice.dist_name else []
         reason = choice.reason if choice is not None else profile.selector_env

@@ -33,7 +33,7 @@ from ._patch import Applied as _Applied
 from ._propagate import Replacement, propagate
 from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
-from .errors import HookApplyError, HookRegistrationError
+from .errors import HookApplyError, HookApplyWarning, HookRegistrationError
 from .host import _current_plugin_source
 from .hosts import hosting_source
 from .log import get_logger
@@ -128,20 +128,48 @@ class ApplyReport:
         )
 
 
-def _apply_error(
+def _failure_lines(
     failures: Mapping[str, BaseException], records: Mapping[str, Sequence[HookRecord]]
-) -> HookApplyError:
+) -> str:
     lines = []
     for target in sorted(failures):
         exc = failures[target]
         origin = _sources(records.get(target, ()))
         lines.append(f"  - {target} (from: {origin}): {type(exc).__name__}: {exc}")
+    return "\n".join(lines)
+
+
+_FIX_TARGETS = (
+    "Fix the target path (it must name an existing function, method or class of an installed "
+    "module) or the hook type"
+)
+
+
+def _apply_error(
+    failures: Mapping[str, BaseException], records: Mapping[str, Sequence[HookRecord]]
+) -> HookApplyError:
     return HookApplyError(
         f"{len(failures)} hook target(s) failed to apply:\n"
-        + "\n".join(lines)
-        + "\nFix the target path (it must name an existing function, method or class) or the "
-        "hook type; without strict mode these targets are logged and skipped.",
+        + _failure_lines(failures, records)
+        + f"\n{_FIX_TARGETS}; without strict mode these targets are logged and skipped.",
         failures=failures,
+    )
+
+
+def _warn_unapplied(
+    failures: Mapping[str, BaseException], records: Mapping[str, Sequence[HookRecord]]
+) -> None:
+    """Make a non-strict ``apply()``'s failures visible without any logging configuration."""
+    import warnings
+
+    warnings.warn(
+        HookApplyWarning(
+            f"{len(failures)} hook target(s) could not be patched, so their hooks do not run:\n"
+            + _failure_lines(failures, records)
+            + f"\n{_FIX_TARGETS}, or pass strict=True to apply() to raise instead.",
+            failures=failures,
+        ),
+        stacklevel=3,
     )
 
 
@@ -360,8 +388,10 @@ class BaseHookRegistry:
         with cls._lock:
             report = cls._apply_locked(scope, deferred, targets)
             records = {t: tuple(cls._hooks.get(t, ())) for t in report.failed}
-        if strict and report.failed:
-            raise _apply_error(report.failed, records)
+        if report.failed:
+            if strict:
+                raise _apply_error(report.failed, records)
+            _warn_unapplied(report.failed, records)
         return report
 
     @classmethod

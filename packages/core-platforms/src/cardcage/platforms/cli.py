@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from . import diagnostics as diag
 if TYPE_CHECKING:
     from .diagnostics import (
         DoctorReport,
+        EarlyPatches,
         EnvReport,
         ErrorInfo,
         HooksReport,
@@ -95,6 +97,14 @@ def _error_block(error: ErrorInfo) -> str:
 # -- plugins list ------------------------------------------------------------------------------
 
 
+def _allowlist_text(env: str, allowlist: Sequence[str]) -> str:
+    """An allowlist as the loader reads it. A value with no names (``,``) allows nothing,
+    which an echo of its names (``''``) would hide."""
+    if not allowlist:
+        return f"{env} is set but names nothing, so it allows no plugin"
+    return f"{env}={','.join(allowlist)!r} (allowlist)"
+
+
 def _render_plugins(report: PluginsReport, verbose: int) -> str:
     lines = []
     for p in report.profiles:
@@ -106,7 +116,7 @@ def _render_plugins(report: PluginsReport, verbose: int) -> str:
         if p.allowlist is None:
             allow = f"{p.allowlist_env} not set (no filter)"
         else:
-            allow = f"{p.allowlist_env}={','.join(p.allowlist)!r} (allowlist)"
+            allow = _allowlist_text(p.allowlist_env, p.allowlist)
         lines.append(f"{p.name.upper()} runtime: {selector}; {allow}")
     lines.append("")
     if not report.plugins:
@@ -217,11 +227,62 @@ def _render_platform(report: PlatformReport, verbose: int) -> str:
 def _render_hooks(report: HooksReport, verbose: int) -> str:
     del verbose
     if len(report.runtimes) == 1:
-        return _render_runtime_hooks(report.runtimes[0])
-    return "\n\n".join(
-        f"== {r.display_name or r.runtime} runtime\n\n{_render_runtime_hooks(r)}"
-        for r in report.runtimes
+        text = _render_runtime_hooks(report.runtimes[0])
+    else:
+        text = "\n\n".join(
+            f"== {r.display_name or r.runtime} runtime\n\n{_render_runtime_hooks(r)}"
+            for r in report.runtimes
+        )
+    early = _render_early(report.early) if report.early is not None else ""
+    return f"{text}\n\n{early}" if early else text
+
+
+def _render_early(early: EarlyPatches) -> str:
+    """The early-patch section; empty when none is installed and none is asked for."""
+    if not early.plugins and not early.requested and early.error is None:
+        return ""
+    asked = ",".join(early.requested)
+    if early.error is not None:
+        head = f"Early patches: {early.error}"
+    elif not early.requested:
+        head = f"Early patches: none requested ({early.variable} is not set); none ran."
+    elif early.booted:
+        head = f"Early patches ({early.variable}={asked}): ran at interpreter start."
+    else:
+        head = (
+            f"Early patches ({early.variable}={asked}): did NOT run at interpreter start (the "
+            ".pth file of cardcage-core-hooks was not processed)."
+        )
+    lines = [head, "", "Early-patch entry points:"]
+    lines.append(
+        _table(
+            ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "DETAIL"],
+            [[p.name, p.distribution, p.version, p.status, p.detail] for p in early.plugins],
+        )
+        if early.plugins
+        else "  none installed"
     )
+    if early.patches:
+        lines += ["", "Early patches armed:"]
+        lines.append(
+            _table(
+                ["KIND", "TARGET", "TYPE", "PLUGIN", "DISTRIBUTION", "VERSION", "STATUS"],
+                [
+                    [
+                        p.kind,
+                        p.target,
+                        p.type,
+                        p.plugin,
+                        p.distribution,
+                        p.version,
+                        p.status if p.pending_module is None else f"pending ({p.pending_module})",
+                    ]
+                    for p in early.patches
+                ],
+            )
+        )
+        lines += [f"  ! {p.target}: {p.error}" for p in early.patches if p.error]
+    return "\n".join(lines)
 
 
 def _render_runtime_hooks(report: RuntimeHooks) -> str:
@@ -234,7 +295,14 @@ def _render_runtime_hooks(report: RuntimeHooks) -> str:
             "Platform choice: none known, so no platform distribution's plugins were excluded."
         )
     elif choice is not None:
-        who = repr(choice.entry_point) if choice.entry_point else "a built-in platform"
+        if choice.entry_point:
+            who = repr(choice.entry_point)
+        elif choice.builtin and choice.platform:
+            who = f"the built-in platform {choice.builtin!r} ({choice.platform})"
+        elif choice.platform:
+            who = f"none matched, so the base class {choice.platform}"
+        else:
+            who = "a built-in platform"
         if choice.distribution:
             who += f" from {_dist(choice.distribution, choice.version)}"
         lines.append(f"Platform choice: {who} ({choice.reason}).")
@@ -424,7 +492,7 @@ def _cmd_env(args: argparse.Namespace) -> _Outcome:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> _Outcome:
-    report = _collect(lambda: diag.run_doctor(_runtimes(args)))
+    report = _collect(lambda: diag.run_doctor(_runtimes(args), check_hooks=args.hooks))
     return _Outcome(report, _render_doctor, 1 if args.strict and report.problems else 0)
 
 
@@ -500,6 +568,14 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--strict", action="store_true", help="exit 1 when any error or warning is found"
     )
+    doctor.add_argument(
+        "--hooks",
+        action="store_true",
+        help=(
+            "also apply, and at once undo, every hook the general plugins register, and report "
+            "each target that cannot be patched (imports the targets' modules: slower)"
+        ),
+    )
     doctor.set_defaults(run=_cmd_doctor)
     return parser
 
@@ -534,9 +610,29 @@ def main(argv: list[str] | None = None) -> int:
             outcome: _Outcome = args.run(args)
     except _UsageError as exc:
         parser.exit(2, f"cardcage {args.command}: error: {exc}\n")
-    _emit(outcome, args.json, args.verbose, out)
-    out.flush()
+    try:
+        _emit(outcome, args.json, args.verbose, out)
+        out.flush()
+    except BrokenPipeError:
+        return _reader_went_away(out)
     return outcome.code
+
+
+#: What a Unix tool exits with when its reader closes the pipe (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_went_away(out: Any) -> int:
+    """``cardcage platform --json | head``: the reader closed the pipe, which is not an error of
+    ours. Point the stream at /dev/null so the interpreter's final flush does not print a
+    ``BrokenPipeError`` traceback either, and exit as a Unix tool killed by SIGPIPE would."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, out.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file descriptor (a test's StringIO): nothing will be flushed later
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

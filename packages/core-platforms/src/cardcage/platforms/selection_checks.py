@@ -92,10 +92,9 @@ def _severity(considered: bool) -> tuple[Severity, str]:
 
 
 def _suggest(selected: str, names: Sequence[str]) -> str | None:
-    import difflib  # the error path only
+    from cardcage.hooks.spelling import closest  # the error path only
 
-    close = difflib.get_close_matches(selected, sorted(names), n=1, cutoff=0.6)
-    return close[0] if close else None
+    return closest(selected, names)
 
 
 def _sglang_finding(
@@ -145,8 +144,9 @@ def _duplicate(group: str, name: str, found: list[PluginEntryPoint]) -> Finding:
         code="duplicate-entry-point",
         severity="error",
         message=(
-            f"Entry-point name {name!r} in group {group!r} is provided by {len(found)} entry "
-            f"points: {shown}. Plugin loading and platform selection refuse to start."
+            f"Duplicate entry-point name {name!r} in group {group!r}: entry-point names must be "
+            f"unique within a group, and {len(found)} entry points have it: {shown}. Plugin "
+            "loading and platform selection refuse to start."
         ),
         fix=(
             f"Uninstall all but one of {', '.join(sorted({str(d.name) for d in dists}))}, or "

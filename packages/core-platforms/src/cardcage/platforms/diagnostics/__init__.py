@@ -37,7 +37,7 @@ from ._common import (
 )
 from .doctor import DoctorReport, run_doctor
 from .env import EnvReport, collect_env
-from .hooks import HookRow, HooksReport, RuntimeHooks, collect_hooks
+from .hooks import EarlyPatches, HookRow, HooksReport, RuntimeHooks, collect_hooks
 from .platform import PlatformReport, RuntimePlatform, collect_platform, platform_runtimes
 from .plugins import PluginRow, PluginsReport, collect_plugins
 
@@ -45,6 +45,7 @@ __all__ = [
     "COMMANDS",
     "DistRef",
     "DoctorReport",
+    "EarlyPatches",
     "EnvReport",
     "ErrorInfo",
     "Finding",

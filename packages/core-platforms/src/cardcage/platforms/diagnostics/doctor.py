@@ -21,12 +21,12 @@ plugins it excludes, by cardcage's rule, automatic mode included.
 
 from __future__ import annotations
 
-import difflib
 import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks.loader import allowlist_scope
+from cardcage.hooks.spelling import closest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from cardcage.hooks.errors import RuntimeRegistrationError
     from cardcage.hooks.loader import PlatformChoice
     from cardcage.hooks.profile import RuntimeProfile
-    from cardcage.hooks.registry import BaseHookRegistry
+    from cardcage.hooks.registry import BaseHookRegistry, HookSource
     from cardcage.hooks.runtimes import Runtime
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
     from cardcage.platforms.selection import SelectionOutcome, SelectionPolicy
@@ -145,8 +145,8 @@ def _check_allowlist(profile: RuntimeProfile, snapshot: EntryPointSnapshot) -> l
     groups, known = allowlist_scope(profile, snapshot)
     findings = []
     for name in sorted(allowed - known):
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(name, known)
+        hint = f" Did you mean {close!r}?" if close else ""
         findings.append(
             Finding(
                 code="allowlist-unmatched",
@@ -427,15 +427,19 @@ def _consequence(startup: _Startup | None, ep: PluginEntryPoint, fate: str) -> t
 
 
 def _check_general(
-    group: str, eps: tuple[PluginEntryPoint, ...], startup: _Startup | None
+    group: str,
+    eps: tuple[PluginEntryPoint, ...],
+    startup: _Startup | None,
+    check_hooks: bool = False,
 ) -> list[Finding]:
     """Import every general plugin in this process; call ``register()`` of those startup calls.
 
     Hooks a plugin registers (at import time or in ``register()``) are counted, then discarded:
-    doctor never applies them, and a later load_plugins() in the same process would double
-    them. Problems of plugins that startup never imports (the general plugins of platform
-    distributions that were not selected) are info; of plugins the allowlist leaves out,
-    warnings.
+    a later load_plugins() in the same process would double them. With ``check_hooks``, each
+    one is first applied to its target and undone at once (``_dead_hooks``), which imports the
+    targets' modules; without it doctor never resolves a target. Problems of plugins that
+    startup never imports (the general plugins of platform distributions that were not
+    selected) are info; of plugins the allowlist leaves out, warnings.
     """
     from cardcage.hooks.registry import HookRegistry, HookSource, plugin_source
 
@@ -468,6 +472,8 @@ def _check_general(
         registries = dict.fromkeys(
             [startup.registry if startup is not None else None, HookRegistry]
         )
+        if check_hooks and registering and problem is None and startup is not None:
+            findings.extend(_dead_hooks(group, ep, startup, fate, source))
         dropped = {r: r.discard_source(source) for r in registries if r is not None}
         if problem is not None:
             findings.append(_general_problem(group, ep, startup, fate, problem, registering))
@@ -477,6 +483,77 @@ def _check_general(
         if ran is not None and ran.registry is not None and dropped[ran.registry] == 0:
             findings.append(_no_hooks(group, ep, ran.profile, ran.registry))
     return findings
+
+
+def _dead_hooks(
+    group: str, ep: PluginEntryPoint, startup: _Startup, fate: str, source: HookSource
+) -> list[Finding]:
+    """The hooks ``source`` registered that startup could not apply, one finding per target.
+
+    Each hook is registered again with a throw-away registry of its own, applied there without
+    propagation and undone at once, so the runtime's registry and every module end as they
+    began; what is left is the exception apply() met (the target's module is not installed,
+    the attribute does not exist, the hook type does not fit the target).
+    """
+    import logging
+    import warnings
+    from types import MappingProxyType
+
+    from cardcage.hooks.errors import HookApplyWarning
+    from cardcage.hooks.registry import BaseHookRegistry
+
+    registry = startup.registry
+    if registry is None:
+        return []
+    mine = {
+        target: [r for r in records if r.source == source]
+        for target, records in registry.registrations().items()
+    }
+    probe: type[BaseHookRegistry] = type(
+        "_DoctorHookProbe", (BaseHookRegistry,), {"host_registries": MappingProxyType({})}
+    )
+    for target, records in mine.items():
+        for record in records:
+            probe.register(target, record.hook, record.hook_type, source=source)
+    quiet = logging.getLogger("cardcage.hooks.registry")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)  # the finding reports it; no traceback on stderr
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", HookApplyWarning)
+            report = probe.apply(propagate=False)
+    finally:
+        probe.unapply()
+        quiet.setLevel(level)
+    consequence = (
+        "It ships with the selected platform, so load_plugins() aborts startup."
+        if fate == "fatal"
+        else "load_plugins() logs the failure at startup and the hook never runs."
+    )
+    dist = ep.dist_name or "<distribution>"
+    return [
+        Finding(
+            code="hook-cannot-apply",
+            severity="error",
+            message=(
+                f"General plugin {describe_ep(ep)} in group {group!r} registers "
+                f"{len(mine[target])} hook(s) on {target!r} "
+                f"({', '.join(r.hook_type.name for r in mine[target])}), which cannot be "
+                f"applied: {exc_line(exc)}. {consequence}"
+            ),
+            fix=(
+                f"Fix the target path in {dist}'s register() (it must name an existing "
+                "function, method or class of a module that is installed where the plugin "
+                "runs), register the hook only where its module exists, or uninstall "
+                f"{dist}."
+            ),
+            group=group,
+            plugin=ep.name,
+            distributions=(ep_dist(ep),),
+            traceback=_tb(exc),
+        )
+        for target, exc in sorted(report.failed.items())
+    ]
 
 
 def _general_problem(
@@ -580,6 +657,98 @@ def _check_env_vars() -> list[Finding]:
     return findings
 
 
+def _check_early_patches(snapshot: EntryPointSnapshot, selected: set[str]) -> list[Finding]:
+    """Early patches (``cardcage.hooks.early``), as this process ran them at interpreter start.
+
+    ``CARDCAGE_EARLY_PATCHES`` is inherited by doctor's process like any other, so the ``.pth``
+    line ran the named patches there: a name that matches no entry point, a variable set where
+    the ``.pth`` did not run, and every recorded failure are reported. A failure of a
+    distribution in ``selected`` (it supplies a selected platform) is an error: startup's
+    ``load_plugins()`` raises ``EarlyPatchError`` for it. A variable that does not parse is
+    ``invalid-env-var``; two distributions with one name are ``duplicate-entry-point``.
+    """
+    from cardcage.hooks import early
+    from cardcage.hooks.envs import CARDCAGE_EARLY_PATCHES
+    from cardcage.hooks.errors import InvalidEnvVarError
+    from cardcage.platforms.selection_checks import check_duplicates
+
+    group = early.EARLY_PATCHES_GROUP
+    eps = snapshot.group(group)
+    findings = list(check_duplicates(group, eps))
+    try:
+        requested = CARDCAGE_EARLY_PATCHES.get()
+    except InvalidEnvVarError:
+        return findings
+    known = sorted({ep.name for ep in eps})
+    variable = CARDCAGE_EARLY_PATCHES.name
+    for name in requested:
+        if name in known:
+            continue
+        close = closest(name, known)
+        hint = f" Did you mean {close!r}?" if close else ""
+        findings.append(
+            Finding(
+                code="early-patch-unmatched",
+                severity="warning",
+                message=f"{variable} names {name!r}, which matches no entry point in {group}."
+                + hint,
+                fix=(
+                    f"Fix the spelling in {variable}, remove {name!r} from it, or install the "
+                    f"distribution that provides it (installed: "
+                    f"{', '.join(repr(n) for n in known) or 'none'})."
+                ),
+                group=group,
+                plugin=name,
+            )
+        )
+    if requested and not early.report(snapshot).booted:
+        findings.append(
+            Finding(
+                code="early-patch-not-run",
+                severity="warning",
+                message=(
+                    f"{variable} names {', '.join(map(repr, requested))}, but no early patch ran "
+                    "at this interpreter's start: the .pth file of cardcage-core-hooks was not "
+                    "processed (python -S, or cardcage-core-hooks is installed outside "
+                    "site-packages: pip --target and PYTHONPATH skip .pth files)."
+                ),
+                fix="Install cardcage-core-hooks into the environment's site-packages.",
+                group=group,
+            )
+        )
+    versions = {normalize(ep.dist_name): ep.dist.version for ep in eps if ep.dist and ep.dist_name}
+    for failure in early.failures():
+        key = normalize(failure.dist_name) if failure.dist_name else None
+        fatal = key is not None and key in selected
+        consequence = (
+            "It ships with a selected platform, so load_plugins() raises EarlyPatchError and "
+            "startup fails."
+            if fatal
+            else "Startup goes on without it (logged and isolated)."
+        )
+        findings.append(
+            Finding(
+                code="early-patch-failed",
+                severity="error" if fatal else "warning",
+                message=(
+                    f"Early patch {failure.plugin!r} ({failure.dist_name}) failed "
+                    f"{failure.line()}. {consequence}"
+                ),
+                fix=(
+                    f"Fix or reinstall {failure.dist_name}, remove {failure.plugin!r} from "
+                    f"{variable}" + (", or select another platform." if fatal else ".")
+                ),
+                group=group,
+                plugin=failure.plugin,
+                distributions=(DistRef(failure.dist_name, versions.get(key or "")),)
+                if failure.dist_name
+                else (),
+                traceback=_tb(failure.error),
+            )
+        )
+    return findings
+
+
 def _runtime_broken(dist: str, profile: RuntimeProfile, exc: BaseException) -> Finding:
     """An installed runtime whose selection policy cannot be imported: it cannot start."""
     return Finding(
@@ -624,7 +793,7 @@ def _registry(runtime: Runtime) -> type[BaseHookRegistry] | None:
         return None
 
 
-def run_doctor(runtimes: Sequence[str] | None = None) -> DoctorReport:
+def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = False) -> DoctorReport:
     """Every check, in the order a reader would want them: names, variables, platforms, imports.
 
     ``runtimes`` names the registered runtimes to check (default: every one, SRT first; a name
@@ -636,7 +805,9 @@ def run_doctor(runtimes: Sequence[str] | None = None) -> DoctorReport:
     skip or run: doctor calls ``register()`` only of those it would run, and grades the problems
     of the others lower. The report's ``startup`` states that conclusion per runtime (selected
     platform, excluded distributions), so a consumer can compare it with ``cardcage platform`` or
-    another host.
+    another host. ``check_hooks`` also applies (and at once undoes) every hook those
+    ``register()`` calls register, reporting each target that cannot be patched
+    (``hook-cannot-apply``); it imports the targets' modules, so it is not the default.
     """
     from cardcage.hooks.runtimes import broken_runtimes
     from cardcage.platforms.selection_checks import check_duplicates
@@ -684,7 +855,12 @@ def run_doctor(runtimes: Sequence[str] | None = None) -> DoctorReport:
         role = roles.get(group)
         kind = role[1] if role is not None else kind_of_unknown_group(group)
         if kind == "general":
-            findings.extend(_check_general(group, snapshot.group(group), startups.get(group)))
+            findings.extend(
+                _check_general(group, snapshot.group(group), startups.get(group), check_hooks)
+            )
+    if runtimes is None:
+        selected = {s.selected_dist for s in startups.values() if s.selected_dist is not None}
+        findings.extend(_check_early_patches(snapshot, selected))
     summaries = {
         s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
     }

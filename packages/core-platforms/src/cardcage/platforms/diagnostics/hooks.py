@@ -65,6 +65,10 @@ class ChoiceInfo:
     distribution: str | None
     version: str | None
     reason: str
+    #: The selected class and whether it is a built-in, from the runtime's selection record
+    #: (None when the runtime keeps none): what tells a built-in from the fallback base class.
+    platform: str | None = None
+    builtin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,15 +102,59 @@ class RuntimeHooks:
 
 
 @dataclass(frozen=True)
+class EarlyPluginRow:
+    """One entry point of the ``cardcage.early_patches`` group and what became of it."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+    #: executed | failed-import | failed-register | not-requested | not-found | duplicate
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class EarlyPatchRow:
+    """One patch an early-patch callback armed: a hook, a module value or a stand-in."""
+
+    kind: str  # hook | value | stand-in
+    target: str
+    type: str  # BEFORE | AFTER | AROUND | REPLACE | VALUE | STAND-IN
+    plugin: str | None
+    distribution: str | None
+    version: str | None
+    status: str  # applied | provided | pending | failed | real-module | undone
+    pending_module: str | None
+    error: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class EarlyPatches:
+    """The process's early patches (``cardcage.hooks.early``): requested, run, armed."""
+
+    variable: str
+    requested: tuple[str, ...]
+    #: Whether the ``.pth`` line ran them at this process's interpreter start.
+    booted: bool
+    error: str | None
+    plugins: tuple[EarlyPluginRow, ...]
+    patches: tuple[EarlyPatchRow, ...]
+
+
+@dataclass(frozen=True)
 class HooksReport:
-    """Every requested runtime's hooks, SRT first.
+    """Every requested runtime's hooks, SRT first, and the process's early patches.
 
     The JSON document keeps the single-runtime layout of ``cardcage.hooks/1`` at the top level
     (the fields of ``runtimes[0]``) and lists every runtime under ``runtimes``; its ``ok`` is
-    true only when every runtime's ``load_plugins()`` succeeded.
+    true only when every runtime's ``load_plugins()`` succeeded. ``early_patches`` is not per
+    runtime: early patches run at interpreter start, before any runtime exists.
     """
 
     runtimes: tuple[RuntimeHooks, ...]
+    early: EarlyPatches | None = None
 
     @property
     def ok(self) -> bool:
@@ -115,7 +163,13 @@ class HooksReport:
     def as_json(self) -> dict[str, Any]:
         runtimes = [r.as_json() for r in self.runtimes]
         first = {k: v for k, v in runtimes[0].items() if k != "ok"}
-        return {"schema": "cardcage.hooks/1", "ok": self.ok, **first, "runtimes": runtimes}
+        return {
+            "schema": "cardcage.hooks/1",
+            "ok": self.ok,
+            **first,
+            "runtimes": runtimes,
+            "early_patches": to_json(self.early),
+        }
 
 
 def _qualname(obj: object) -> str:
@@ -164,6 +218,20 @@ def _hook_rows(
     return tuple(rows)
 
 
+def _selection_record(runtime: Runtime) -> object | None:
+    """The runtime's selection record, once ``load_plugins()`` has resolved its platform.
+
+    Read only from an accessor already imported (the one the runtime's loader used), so this
+    never resolves a platform that start-up would not have; None when there is none.
+    """
+    try:
+        current = runtime.accessor_module()
+        getter = getattr(current, "get_selection_record", None)
+        return getter() if callable(getter) else None
+    except Exception:  # a runtime without a record, or one whose selection failed
+        return None
+
+
 def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
     from cardcage.hooks.loader import PluginLoadReport, load_plugins
 
@@ -177,6 +245,7 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
         error = error_info(exc, versions)
     failed = dict(report.apply.failed) if report and report.apply else {}
     choice = report.selection if report else None
+    record = _selection_record(runtime) if report is not None else None
     return RuntimeHooks(
         runtime=runtime.name,
         selection=ChoiceInfo(
@@ -184,6 +253,8 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
             distribution=choice.dist_name,
             version=version_of(choice.dist_name, versions),
             reason=choice.reason,
+            platform=getattr(record, "qualname", None),
+            builtin=getattr(record, "builtin", None),
         )
         if choice is not None
         else None,
@@ -219,4 +290,45 @@ def collect_hooks(runtimes: Sequence[str] | None = None) -> HooksReport:
             "no runtime is registered in the 'cardcage.runtimes' entry-point group; reinstall "
             "cardcage-core-platforms (it registers 'srt')"
         )
-    return HooksReport(tuple(_collect_runtime(runtime, versions) for runtime in chosen))
+    runtimes_hooks = tuple(_collect_runtime(runtime, versions) for runtime in chosen)
+    return HooksReport(runtimes_hooks, collect_early(versions))
+
+
+def collect_early(versions: dict[str, str]) -> EarlyPatches:
+    """The early patches of this process (run at its interpreter start when the variable is
+    set), and the installed early-patch entry points that were not requested (never imported)."""
+    from cardcage.hooks import early
+
+    report = early.report(current_snapshot())
+    return EarlyPatches(
+        variable=report.variable,
+        requested=report.requested,
+        booted=report.booted,
+        error=report.error,
+        plugins=tuple(
+            EarlyPluginRow(
+                name=p.name,
+                value=p.value,
+                distribution=p.dist_name,
+                version=version_of(p.dist_name, versions),
+                status=p.status,
+                detail=p.detail,
+            )
+            for p in report.plugins
+        ),
+        patches=tuple(
+            EarlyPatchRow(
+                kind=p.kind,
+                target=p.target,
+                type=p.type,
+                plugin=p.plugin,
+                distribution=p.dist_name,
+                version=version_of(p.dist_name, versions),
+                status=p.status,
+                pending_module=p.pending_module,
+                error=p.error,
+                detail=p.detail,
+            )
+            for p in report.patches
+        ),
+    )
