@@ -636,19 +636,25 @@ def demo_hooks(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks with baselines measured in the same run; prints ratio tables.
 
-    Hooks, platforms and the shm queue are measured against SGLang 0.5.23 (its wheel is
-    downloaded, never installed); the diffusion runtime against its own in-process pipeline.
+    Hooks, platforms and the shm queue are measured against files of SGLang 0.5.23's downloaded
+    wheel; the diffusion runtime against its own in-process pipeline. ``bench_sglang_host.py``
+    runs SGLang 0.5.23 itself with demo-cpu against the SGLang-native fixture. SGLang (its wheel
+    with ``--no-deps``, then what ``SGLANG_HOST_PINS`` adds to this venv) and each of the two
+    plugins go into ``--target`` sites under ``$CC_BENCH_SITES``, so the other benchmarks'
+    processes see neither SGLang nor the plugins' entry points.
     """
-    session.install(
-        *build_wheels(
-            session,
-            PACKAGES / "core-hooks",
-            PACKAGES / "core-platforms",
-            PACKAGES / "shm-broadcast",
-            PACKAGES / "diffusion-runtime",
-        ),
-        *DIFFUSION_PINS,
-    )
+    core = [
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    ]
+    vendors = [PACKAGES / "demo-cpu", FIXTURES / "platforms" / "cc-plat-sglang-native"]
+    sites = install_with_vendor_sites(session, core, vendors, *DIFFUSION_PINS)
+    target = ("python", "-m", "pip", "install", "--quiet", "--target")
+    session.run(*target, str(sites / "sglang"), "--no-deps", f"sglang=={ANCHOR_VERSION}")
+    host_pins = [p for p in SGLANG_HOST_PINS if p not in DIFFUSION_PINS]  # the rest is here
+    session.run(*target, str(sites / "sglang-deps"), *host_pins)
     anchor = Path(session.create_tmp()) / "anchor"
     session.run(
         "python",
@@ -664,3 +670,7 @@ def bench(session: nox.Session) -> None:
     for script in ("bench_hooks.py", "bench_platforms.py", "bench_shm.py"):
         session.run("python", f"benchmarks/{script}", "--anchor-dir", str(anchor), *session.posargs)
     session.run("python", "benchmarks/bench_diffusion.py", *session.posargs)
+    session.run(
+        "python", "benchmarks/bench_sglang_host.py", "--anchor-dir", str(anchor),
+        *session.posargs, env={"CC_BENCH_SITES": str(sites)},
+    )  # fmt: skip
