@@ -146,6 +146,36 @@ SGLANG_RELEASES_NO_DEPS = [
     "imageio==2.38.2",
 ]
 
+# scenario-sglang-engine runs SGLang's SRT Engine for real, on the torch pair its metadata asks
+# for: torch 2.14.1 and the real torchvision 0.29.1. Their CUDA builds lie on the project's
+# machines and run on the CPU (a 6 GB venv with the CUDA libraries); no torchvision stand-in.
+# Beyond SGLANG_HOST_PINS (less its torch and triton, which torch 2.14.1 pins), what the
+# engine's path imports on the CPU: each was proven needed by uninstalling it and running the
+# Engine (the launcher, the scheduler or the detokenizer then failed on the import named). What
+# these packages pull in themselves (huggingface-hub, loguru, sniffio, ...) is left to pip.
+SGLANG_ENGINE_PINS = [
+    "torch==2.14.1",  # sglang 0.5.23's own pin; the CUDA build, on the CPU here
+    "triton==3.8.0",  # sglang.srt.utils.common, as in SGLANG_HOST_PINS; torch 2.14.1 asks ~=3.8.0
+    "torchvision==0.29.1",  # sglang.srt.multimodal.internvl_utils, via sglang.srt.configs
+    "transformers==5.19.0",  # sglang.srt.configs and the model config / tokenizer loading
+    "tokenizers==0.23.2",  # transformers' fast tokenizers; the test's word-level tokenizer
+    SAFETENSORS,  # sglang.srt.model_loader.weight_utils (and transformers checks its version)
+    "dill==0.4.1",  # sglang.srt.sampling.custom_logit_processor
+    "apache-tvm-ffi==0.1.11",  # sglang.kernels.ops.communication.all_reduce (tvm_ffi)
+    "sentencepiece==0.2.1",  # sglang.srt.configs.internvl
+    "einops==0.8.2",  # sglang.srt.eplb.expert_distribution
+    "compressed-tensors==0.18.0",  # sglang.srt.layers.quantization.compressed_tensors
+    "gguf==0.19.0",  # sglang.srt.layers.quantization.gguf
+    "uvloop==0.23.0",  # sglang.srt.entrypoints.engine
+    OPENAI_CLIENT,  # sglang.srt.entrypoints.openai.protocol
+    "partial-json-parser==0.2.1.1.post7",  # sglang.srt.function_call.base_format_detector
+    "setproctitle==1.3.8",  # sglang.srt.managers.data_parallel_controller
+    "xgrammar==0.2.7",  # sglang.srt.function_call.inkling_detector, in the detokenizer
+    "fastapi==0.142.2",  # sglang.srt.entrypoints.engine_info_bootstrap_server
+    "uvicorn==0.54.0",  # sglang.srt.entrypoints.engine_info_bootstrap_server
+]
+
+
 SessionFunc = Callable[[nox.Session], None]
 
 
@@ -554,6 +584,25 @@ def scenario_sglang_releases(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+@session(name="scenario-sglang-engine", python=PYTHON)
+def scenario_sglang_engine(session: nox.Session) -> None:
+    """SGLang 0.5.23's own SRT ``Engine`` generates text on demo-cpu's platform (DESIGN §8).
+
+    One venv: SGLang's wheel with ``--no-deps``, ``SGLANG_HOST_PINS`` (less torch and triton),
+    ``SGLANG_ENGINE_PINS`` (torch 2.14.1, the real torchvision, the engine path's imports), and
+    the core-hooks, core-platforms and demo-cpu wheels. The test makes a tiny random Llama at test
+    time and runs ``sglang.Engine(...).generate()`` in a fresh interpreter; nothing is stubbed.
+    """
+    wheels = build_wheels(
+        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / "demo-cpu"
+    )
+    session.install("--no-deps", f"sglang=={ANCHOR_VERSION}")
+    host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
+    pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
+    session.install(*wheels, *PYTEST, *pins)
+    session.run("pytest", "tests_integration/sglang_engine", *session.posargs)
+
+
 @session(python=PYTHON)
 def tutorial(session: nox.Session) -> None:
     """The vendor tutorial's commands, as written on its page, on a fresh copy of packages/.
@@ -722,19 +771,25 @@ def demo_hooks(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks with baselines measured in the same run; prints ratio tables.
 
-    Hooks, platforms and the shm queue are measured against SGLang 0.5.23 (its wheel is
-    downloaded, never installed); the diffusion runtime against its own in-process pipeline.
+    Hooks, platforms and the shm queue are measured against files of SGLang 0.5.23's downloaded
+    wheel; the diffusion runtime against its own in-process pipeline. ``bench_sglang_host.py``
+    runs SGLang 0.5.23 itself with demo-cpu against the SGLang-native fixture. SGLang (its wheel
+    with ``--no-deps``, then what ``SGLANG_HOST_PINS`` adds to this venv) and each of the two
+    plugins go into ``--target`` sites under ``$CC_BENCH_SITES``, so the other benchmarks'
+    processes see neither SGLang nor the plugins' entry points.
     """
-    session.install(
-        *build_wheels(
-            session,
-            PACKAGES / "core-hooks",
-            PACKAGES / "core-platforms",
-            PACKAGES / "shm-broadcast",
-            PACKAGES / "diffusion-runtime",
-        ),
-        *DIFFUSION_PINS,
-    )
+    core = [
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    ]
+    vendors = [PACKAGES / "demo-cpu", FIXTURES / "platforms" / "cc-plat-sglang-native"]
+    sites = install_with_vendor_sites(session, core, vendors, *DIFFUSION_PINS)
+    target = ("python", "-m", "pip", "install", "--quiet", "--target")
+    session.run(*target, str(sites / "sglang"), "--no-deps", f"sglang=={ANCHOR_VERSION}")
+    host_pins = [p for p in SGLANG_HOST_PINS if p not in DIFFUSION_PINS]  # the rest is here
+    session.run(*target, str(sites / "sglang-deps"), *host_pins)
     anchor = Path(session.create_tmp()) / "anchor"
     session.run(
         "python",
@@ -750,3 +805,7 @@ def bench(session: nox.Session) -> None:
     for script in ("bench_hooks.py", "bench_platforms.py", "bench_shm.py"):
         session.run("python", f"benchmarks/{script}", "--anchor-dir", str(anchor), *session.posargs)
     session.run("python", "benchmarks/bench_diffusion.py", *session.posargs)
+    session.run(
+        "python", "benchmarks/bench_sglang_host.py", "--anchor-dir", str(anchor),
+        *session.posargs, env={"CC_BENCH_SITES": str(sites)},
+    )  # fmt: skip

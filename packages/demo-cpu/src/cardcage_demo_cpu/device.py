@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from cardcage.platforms.cpu import CpuDeviceMixin
 from cardcage.platforms.device_mixin import DeviceCapability, PlatformEnum
 
+from .evidence import EVIDENCE
+
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
@@ -65,10 +67,16 @@ class DemoCpuDeviceMixin(CpuDeviceMixin):
 
     # -- [Active] called by the runtime today -------------------------------------------------
     def get_device_total_memory(self, device_id: int = 0) -> int:
-        """[Active] Bytes the device can hold: physical RAM, capped by the cgroup limit."""
+        """[Active] Bytes the device can hold: physical RAM, capped by the cgroup limit.
+
+        Recorded as ``device_total_memory`` evidence (key: the device id, value: the bytes), so
+        a launcher can see which process asked and what it was told.
+        """
         physical = super().get_device_total_memory(device_id)
         limit = cgroup_memory_limit()
-        return physical if limit is None else min(physical, limit)
+        total = physical if limit is None else min(physical, limit)
+        EVIDENCE.record("device_total_memory", str(device_id), total)
+        return total
 
     def get_current_memory_usage(self, device: Any = None) -> float:
         """[Active] Bytes in use: this process's resident set size."""

@@ -71,10 +71,13 @@ CARDCAGE_DEMO_CPU_EVIDENCE: EnvVar[str] = ENV_VARS.add(
         parser=parse_str,
         kind="file path",
         description=(
-            "Diffusion half: append one JSON line per first occurrence, in each process, of "
-            "init_backend(), the hook plugin's register(), a custom-op dispatch and a vendor "
-            "forward call to this file (with the pid), so a launcher can check what its workers "
-            "ran. Unset or empty: counters in memory only (cardcage_demo_cpu.diffusion.evidence)."
+            "Append one JSON line per first occurrence, in each process, of what demo-cpu ran "
+            "to this file (with the pid, and a value where there is one): both halves' "
+            "init_backend(), the hook plugins' register() and, for SRT, the device-memory answer "
+            "and SGLang's memory query through the hook; for diffusion, a custom-op dispatch, a "
+            "vendor forward and an all-to-all. A launcher reads what its workers ran with "
+            "read_evidence(). Unset or empty: nothing is written, counters in memory only "
+            "(cardcage_demo_cpu.evidence)."
         ),
     )
 )

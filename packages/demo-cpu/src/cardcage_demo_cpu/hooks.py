@@ -61,6 +61,7 @@ from cardcage.hooks.registry import HookRegistry, HookType
 from cardcage.platforms.host import selected_by_sglang, selected_by_vllm
 
 from . import PLATFORM_QUALNAME
+from .evidence import EVIDENCE
 
 __all__ = [
     "PLATFORM_ACCESS",
@@ -152,8 +153,13 @@ def time_rescan(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def time_device_memory_query(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """AROUND SGLang's ``get_device_memory_capacity``: count, time and log the answer (MiB)."""
+    """AROUND SGLang's ``get_device_memory_capacity``: count, time and log the answer (MiB).
+
+    The answer is also ``hook`` evidence (key: the target, value: the MiB), so a launcher can see
+    which of SGLang's processes ran the hook and what SGLang was told.
+    """
     capacity = _timed(SGLANG_DEVICE_MEMORY, original, *args, **kwargs)
+    EVIDENCE.record("hook", SGLANG_DEVICE_MEMORY, capacity)
     logger.info("SGLang sizes device memory at %s MiB", capacity)
     return capacity
 
@@ -200,6 +206,7 @@ def register() -> None:
         # load_plugins() runs once per process, so there is nothing to de-duplicate.
         for target, hook in _SGLANG_HOOKS:
             HookRegistry.register(target, hook, HookType.AROUND)
+            EVIDENCE.record("register", target)
         logger.debug("registered %d observability hooks with SGLang", len(_SGLANG_HOOKS))
         return
     registered = HookRegistry.registrations()

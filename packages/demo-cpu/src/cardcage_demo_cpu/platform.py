@@ -23,6 +23,7 @@ from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPl
 
 from .device import DemoCpuDeviceMixin
 from .envs import CARDCAGE_DEMO_CPU_THREADS
+from .evidence import EVIDENCE
 
 __all__ = ["DemoCpuSRTPlatform", "usable_cpu_count"]
 
@@ -86,16 +87,19 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
         torch's default thread count is the host's CPU count, which oversubscribes a worker
         pinned to fewer CPUs (taskset, cgroups cpusets, several workers per host).
         ``CARDCAGE_DEMO_CPU_THREADS`` overrides the count; without torch there is nothing to set
-        up and this does nothing.
+        up and this does nothing. Either way it records ``init_backend`` evidence (key ``srt``,
+        value: the threads set, or None), so a launcher can see that each worker ran it.
         """
         threads = CARDCAGE_DEMO_CPU_THREADS.get() or usable_cpu_count()
         if importlib.util.find_spec("torch") is None:
             logger.debug("%s.init_backend(): torch is not installed, nothing to set up", self)
+            EVIDENCE.record("init_backend", "srt")
             return
         import torch
 
         torch.set_num_threads(threads)
         self.intra_op_threads = torch.get_num_threads()
+        EVIDENCE.record("init_backend", "srt", self.intra_op_threads)
         logger.debug("%s.init_backend(): torch intra-op threads = %d", self, threads)
 
     # -- subsystem factories ----------------------------------------------------------------

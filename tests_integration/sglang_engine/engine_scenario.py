@@ -1,0 +1,96 @@
+"""What the scenario-sglang-engine tests share: a tiny local model, the environment, one run.
+
+The nox session ``scenario-sglang-engine`` installs torch 2.14.1 with the real torchvision
+0.29.1 (the CUDA build of the pair, which runs on the CPU), SGLang 0.5.23's wheel with
+``--no-deps``, the packages SGLang's SRT engine path imports on the CPU (``SGLANG_ENGINE_PINS``
+in noxfile.py, each with the import that needs it), core-hooks, core-platforms and demo-cpu, all
+into one venv: no SGLang module and no torchvision module is stubbed.
+
+The model is made here, at test time: a seeded random Llama (``LlamaConfig`` +
+``save_pretrained``, safetensors) and a word-level tokenizer over the same vocabulary, saved to
+one folder. Nothing is downloaded (``HF_HUB_OFFLINE=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+LAUNCHER = Path(__file__).with_name("engine_launcher.py")
+#: Words ``w0`` .. ``w508`` after three special tokens: a vocabulary of 512.
+VOCAB_SIZE = 512
+SPECIALS = ["<unk>", "<s>", "</s>"]
+#: One SGLang start-up is tens of seconds of imports; a hung one must not hang CI.
+ENGINE_TIMEOUT_S = 600
+
+
+def make_tiny_llama(folder: Path, *, seed: int = 0) -> Path:
+    """A random two-layer Llama and its tokenizer in ``folder``; the same bytes for one seed."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = [f"w{i}" for i in range(VOCAB_SIZE - len(SPECIALS))]
+    vocab = {token: index for index, token in enumerate([*SPECIALS, *words])}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    ).save_pretrained(folder)
+    config = LlamaConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def env(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment, offline, with ``extra`` set and no other selector.
+
+    Every SGLang and cardcage selector, allowlist and opt-in is dropped first, so the run sees
+    exactly the variables the case names.
+    """
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SGLANG_", "CARDCAGE_", "CC_SGLANG_")) and k != "PYTHONPATH"
+    }
+    clean.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    clean.update(extra)
+    return clean
+
+
+def run_engine(model: Path, report: Path, **extra: str) -> dict[str, Any]:
+    """Start SGLang's ``Engine`` on ``model`` in a fresh interpreter; return the launcher's report.
+
+    The report is the launcher's JSON (texts, its pid, its children's pids and titles, the hook
+    registry), plus ``stderr``, SGLang's log.
+    """
+    done = subprocess.run(
+        [sys.executable, str(LAUNCHER), str(model), str(report)],
+        env=env(extra),
+        cwd=report.parent,
+        capture_output=True,
+        text=True,
+        timeout=ENGINE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"SGLang's Engine failed ({done.returncode}):\n{done.stderr[-6000:]}"
+    )
+    result: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    result["stderr"] = done.stderr
+    return result

@@ -1,0 +1,123 @@
+"""SGLang 0.5.23's own SRT ``Engine`` generates text on demo-cpu's platform (DESIGN §8).
+
+Run by the nox session ``scenario-sglang-engine`` (see ``engine_scenario.py`` for the venv and
+the model). One fresh interpreter runs ``sglang.Engine(model_path=...)`` with
+``SGLANG_PLATFORM=demo_cpu`` and nothing that names a device: SGLang resolves its arguments in
+that launcher process, spawns its scheduler and detokenizer, loads the tiny model, allocates its
+KV cache and generates. demo-cpu is installed from its wheel, unchanged; its opt-in evidence file
+(``CARDCAGE_DEMO_CPU_EVIDENCE``) says, per process, what of demo-cpu SGLang ran there.
+
+torchvision is the real 0.29.1 (SGLang's configs import it); no module of SGLang or torchvision
+is stubbed, and the test patches nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from engine_scenario import make_tiny_llama, run_engine
+
+from cardcage_demo_cpu.evidence import read_evidence
+from cardcage_demo_cpu.platform import DemoCpuSRTPlatform
+
+DEVICE_MEMORY = "sglang.srt.utils.common.get_device_memory_capacity"
+DEMO_CPU_HOOK = "cardcage_demo_cpu.hooks.time_device_memory_query"
+DEMO_CPU_SOURCE = ["demo_cpu", "cardcage-demo-cpu"]
+MIB = 1 << 20
+#: What the run sets CARDCAGE_DEMO_CPU_THREADS to: a value the scheduler can only get from it.
+THREADS = "1"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One Engine start-up for every case: it costs tens of seconds of SGLang imports."""
+    folder = tmp_path_factory.mktemp("sglang-engine")
+    model = make_tiny_llama(folder / "tiny-llama")
+    evidence = folder / "evidence.jsonl"
+    report = run_engine(
+        model,
+        folder / "report.json",
+        SGLANG_PLATFORM="demo_cpu",
+        CARDCAGE_DEMO_CPU_EVIDENCE=str(evidence),
+        CARDCAGE_DEMO_CPU_THREADS=THREADS,
+    )
+    by_pid: dict[int, dict[str, dict[str, Any]]] = {}
+    for line in read_evidence(evidence):
+        assert line["platform"] == "demo_cpu"
+        by_pid.setdefault(line["pid"], {})[f"{line['event']}:{line['key']}"] = line
+    report["evidence"] = by_pid
+    report["children"] = {int(pid): title for pid, title in report["children"].items()}
+    return report
+
+
+def _child(report: dict[str, Any], title: str) -> int:
+    """The pid of the launcher's one child whose title SGLang set to ``title``."""
+    (pid,) = [pid for pid, name in report["children"].items() if name.startswith(title)]
+    return pid
+
+
+def test_sglang_generates_text_deterministically(run: dict[str, Any]) -> None:
+    texts = run["texts"]
+    assert run["completion_tokens"] == [4, 4]
+    for text in texts:
+        words = text.split()
+        assert len(words) == 4, text
+        assert all(word.startswith("w") for word in words), text  # the tokenizer's own words
+    # Greedy decoding: the same prompts give the same text again; different prompts differ.
+    assert run["texts_again"] == texts
+    assert texts[0] != texts[1]
+
+
+def test_sglang_selected_demo_cpu_and_took_its_device_and_defaults(run: dict[str, Any]) -> None:
+    platform = run["platform"]
+    assert platform["is_sglang_platform"] is True  # SGLang's own base class, as SGLang insists
+    assert platform["is_demo_cpu"] is True
+    # No device= and no disable_cuda_graph= were passed: the platform answered both.
+    assert run["server_args"]["device"] == "cpu"
+    assert run["server_args"]["disable_cuda_graph"] is True
+
+
+def test_the_scheduler_is_its_own_process_and_ran_demo_cpus_init_backend(
+    run: dict[str, Any],
+) -> None:
+    launcher = run["launcher"]
+    scheduler = _child(run, "sglang::scheduler")
+    assert scheduler != launcher
+    init = run["evidence"].get(scheduler, {}).get("init_backend:srt")
+    assert init is not None, run["evidence"]
+    # The vendor's own knob reached SGLang's scheduler through demo-cpu's init_backend().
+    assert init["value"] == int(THREADS)
+    # Only the scheduler builds a model: the launcher and the detokenizer never initialise one.
+    detokenizer = _child(run, "sglang::detokenizer")
+    for pid in (launcher, detokenizer):
+        assert "init_backend:srt" not in run["evidence"].get(pid, {})
+
+
+def test_sglang_sized_device_memory_with_demo_cpus_answer(run: dict[str, Any]) -> None:
+    # SGLang resolves its server arguments, memory sizing included, in the launcher process:
+    # for an out-of-tree platform it asks get_device_total_memory() and converts to MiB.
+    launcher = run["evidence"][run["launcher"]]
+    answer = launcher["device_total_memory:0"]["value"]
+    assert answer == DemoCpuSRTPlatform().get_device_total_memory()  # same machine, same cgroup
+    assert launcher[f"hook:{DEVICE_MEMORY}"]["value"] == answer / MIB
+
+
+def test_demo_cpus_hook_is_registered_with_sglang_attributed_to_demo_cpu(
+    run: dict[str, Any],
+) -> None:
+    assert run["hooks"] == [
+        {"hook": DEMO_CPU_HOOK, "type": "AROUND", "source": DEMO_CPU_SOURCE, "applied": True}
+    ]
+    # SGLang's load_plugins() ran demo-cpu's register() in every one of its processes.
+    pids = {run["launcher"], _child(run, "sglang::scheduler"), _child(run, "sglang::detokenizer")}
+    registered = {
+        pid for pid, lines in run["evidence"].items() if f"register:{DEVICE_MEMORY}" in lines
+    }
+    assert registered == pids
+    # And it fired where SGLang asked for the memory: demo-cpu's hook, not a copy of it.
+    assert f"hook:{DEVICE_MEMORY}" in run["evidence"][run["launcher"]]
+
+
+def test_only_sglangs_processes_wrote_evidence(run: dict[str, Any]) -> None:
+    assert set(run["evidence"]) <= {run["launcher"], *run["children"]}
