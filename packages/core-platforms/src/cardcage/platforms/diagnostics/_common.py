@@ -239,15 +239,23 @@ def not_installed_message(name: str) -> str:
     broken = next((e for e in broken_runtimes(current_snapshot()) if e.plugin == name), None)
     if broken is not None:
         return str(broken)
-    installed = ", ".join(runtime_names()) or "none"
+    runtimes = registered()
+    installed = ", ".join(r.name for r in runtimes if r.is_present()) or "none"
+    absent = [r.name for r in runtimes if not r.is_present()]
     if name in {p.name for p in known_profiles()}:
         what = f"the {name} runtime is not installed"
     else:
         what = f"no runtime named {name!r} is installed"
+    also = (
+        f" (also registered, explained by its host's rules where the host is not installed: "
+        f"{', '.join(absent)})"
+        if absent
+        else ""
+    )
     return (
         f"{what} (installed: {installed}). A runtime is installed by a distribution that "
         f"registers it in the {RUNTIMES_GROUP!r} entry-point group; install it, or choose one "
-        "of the installed runtimes with --runtime"
+        f"of the installed runtimes with --runtime{also}"
     )
 
 
