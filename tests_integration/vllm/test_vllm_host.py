@@ -279,3 +279,13 @@ def test_doctors_prediction_agrees_with_vllms_own_choice(layout: str) -> None:
         assert startup["known"] is False
     if layout == "allowlist drops it":
         assert "vllm-allowlist-drops-platform" in codes
+
+
+def test_cardcage_hooks_runs_vllms_own_loader_and_lists_what_it_applied() -> None:
+    document = cardcage(ALL, "hooks", CARDCAGE_DEMO_CPU="1")
+    rows = {(h["target"], h["plugin"]): h["status"] for h in document["hooks"]}
+    assert rows[(RESOLVE, "demo_cpu")] == "applied"
+    statuses = {p["name"]: p["status"] for p in document["plugins"]}
+    assert statuses["demo_cpu"] == "executed"
+    assert statuses["cc_vllm_broken"] == "failed-register"  # isolated by @general_plugin
+    assert document["ok"] is True

@@ -217,10 +217,12 @@ def _targets_of(source: HookSource) -> list[str]:
 def rehearse_general(
     snapshot: EntryPointSnapshot, selected: str | None, *, keep: bool = False
 ) -> list[_Run]:
-    """Import every ``vllm.general_plugins`` entry point and call the ``register()`` of those
+    """Import the ``vllm.general_plugins`` entry points and call the ``register()`` of those
     vLLM's loader calls (``VLLM_PLUGINS``), in its order, as vLLM would run them: plugin code
     learns that vLLM hosts it and that vLLM selected ``selected``. Every failure is caught and
-    kept. The hooks they register are discarded unless ``keep``; none is applied."""
+    kept. ``keep`` (``cardcage hooks``): only the plugins vLLM imports, and their hooks stay
+    registered; else (doctor) every plugin is imported and its hooks discarded. None is
+    applied."""
     from cardcage.hooks.host import Host, rehearsing
     from cardcage.hooks.registry import plugin_source
 
@@ -228,6 +230,8 @@ def rehearse_general(
     runs: list[_Run] = []
     for ep in snapshot.group(GENERAL_GROUP):
         run = _Run(ep, allowed is None or ep.name in allowed)
+        if keep and not run.allowed:
+            continue
         source = _source(ep)
         with rehearsing(Host.VLLM, selected=selected), plugin_source(source):
             try:
@@ -304,7 +308,12 @@ def collect_runtime_hooks(runtime: Runtime, versions: dict[str, str]) -> Runtime
         from cardcage.hooks.hosts import vllm as room
 
         failed_register = {(s.plugin_name, s.dist_name): e for s, e in room.failures()}
-        runs = [_import_only(ep) for ep in snapshot.group(GENERAL_GROUP)]
+        allowed = rules.allowlist()
+        runs = [
+            _import_only(ep)
+            for ep in snapshot.group(GENERAL_GROUP)
+            if allowed is None or ep.name in allowed
+        ]
         reason = "vLLM's own load_general_plugins() ran in this process (no exclusion)"
     else:
         runs = rehearse_general(snapshot, _selected_vendor(prediction), keep=True)
