@@ -531,7 +531,7 @@ def scenario_vllm(session: nox.Session) -> None:
     ]
     core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms"]
     session.install("--no-deps", f"vllm=={VLLM_VERSION}")
-    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, *VLLM_HOST_PINS)
+    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *VLLM_HOST_PINS)
     session.run(
         "pytest", "tests_integration/vllm", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 PROBE = Path(__file__).with_name("probe.py")
@@ -195,3 +196,96 @@ def test_a_failure_of_the_selected_platforms_own_plugin_is_never_hidden() -> Non
         "plugin": "cc_vllm_platform",
         "distribution": "cc-fixture-vllm-platform",
     }
+
+
+# -- the cardcage command on the vLLM runtime, against vLLM's own choice -------------------------
+
+
+def cardcage(sites: list[str], *args: str, **extra: str) -> dict[str, Any]:
+    """``cardcage ARGS --runtime vllm --json`` in a fresh process, its document validated."""
+    from cardcage.platforms.diagnostics import load_schema
+
+    done = subprocess.run(
+        [CARDCAGE, *args, "--runtime", "vllm", "--json"],
+        env=env(sites, extra),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        document: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"cardcage {' '.join(args)} -> {done.returncode}\n{done.stderr[-3000:]}")
+    jsonschema.Draft202012Validator(load_schema(args[0])).validate(document)
+    return document
+
+
+def test_cardcage_platform_names_what_vllms_current_platform_selected() -> None:
+    platform = step(start(ALL, "platform", CARDCAGE_DEMO_CPU="1"), "platform")
+    document = cardcage(ALL, "platform", CARDCAGE_DEMO_CPU="1")
+    selection = document["selection"]
+    assert selection["platform"] == platform["class"]
+    assert selection["platform"].startswith(ADAPTERS)
+    assert (selection["plugin"], selection["distribution"]) == ("demo_cpu", "cardcage-demo-cpu")
+    assert (selection["device_name"], selection["enum"]) == ("demo_cpu", "OOT")
+    assert selection["reason"].startswith("vLLM's own selection")
+    assert "chose otherwise" not in selection["reason"]
+
+
+# Each layout: the probe's environment, and vLLM's class (None: vLLM's selection raises).
+LAYOUTS = {
+    "demo-cpu opts in": ({"CARDCAGE_DEMO_CPU": "1"}, "adapter"),
+    "nothing activates": ({}, "vllm.platforms.interface.UnspecifiedPlatform"),
+    "cpu target": (
+        {"CARDCAGE_DEMO_CPU": "1", "VLLM_TARGET_DEVICE": "cpu"},
+        "vllm.platforms.cpu.CpuPlatform",
+    ),
+    "allowlist drops it": (
+        {"CARDCAGE_DEMO_CPU": "1", "VLLM_PLUGINS": "cc_vllm_hooks"},
+        "vllm.platforms.interface.UnspecifiedPlatform",
+    ),
+    "two activate": ({"CARDCAGE_DEMO_CPU": "1", "CC_VLLM_PLATFORM": "ok"}, None),
+    "a colon qualname": ({"CC_VLLM_PLATFORM": "colon"}, None),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_doctors_prediction_agrees_with_vllms_own_choice(layout: str) -> None:
+    extra, expected = LAYOUTS[layout]
+    report = start(ALL, "platform", **extra)
+    (result,) = [r for r in report["results"] if r["step"] == "platform"]
+    doctor = cardcage(ALL, "doctor", **extra)
+    (startup,) = doctor["startup"]
+    codes = {f["code"] for f in doctor["findings"]}
+    if expected is None:  # vLLM's selection raises; doctor says it fails
+        assert not result["ok"]
+        assert startup["selection_fails"], startup
+        assert codes & {"multiple-platforms", "vllm-colon-qualname"}, codes
+        return
+    assert result["ok"], result
+    vllm_class = result["class"]
+    if expected == "adapter":
+        assert vllm_class.startswith(ADAPTERS)
+        assert startup["platform"]["qualname"] == vllm_class
+        assert startup["platform"]["plugin"] == "demo_cpu"
+    elif expected == "vllm.platforms.cpu.CpuPlatform":
+        assert vllm_class == expected
+        assert startup["builtin"] == "cpu"
+        assert "vllm-target-device-hides-platforms" in codes
+    else:
+        assert vllm_class == expected
+        # No plugin activates: vLLM's own built-in detection decided, as doctor says it would.
+        assert startup["platform"] is None
+        assert startup["known"] is False
+    if layout == "allowlist drops it":
+        assert "vllm-allowlist-drops-platform" in codes
+
+
+def test_cardcage_hooks_runs_vllms_own_loader_and_lists_what_it_applied() -> None:
+    document = cardcage(ALL, "hooks", CARDCAGE_DEMO_CPU="1")
+    rows = {(h["target"], h["plugin"]): h["status"] for h in document["hooks"]}
+    assert rows[(RESOLVE, "demo_cpu")] == "applied"
+    statuses = {p["name"]: p["status"] for p in document["plugins"]}
+    assert statuses["demo_cpu"] == "executed"
+    assert statuses["cc_vllm_broken"] == "failed-register"  # isolated by @general_plugin
+    assert document["ok"] is True

@@ -2,8 +2,8 @@
 
 ``Site.add`` writes ``<name>-<version>.dist-info/{METADATA,entry_points.txt}`` and the plugin
 modules into a temporary folder; ``Site.run`` starts ``python -m cardcage.platforms.cli`` with that
-folder on ``PYTHONPATH`` and every ``SGLANG_*``/``CARDCAGE_*`` variable of the test process
-removed, so the CLI discovers the fixtures exactly as it would discover installed wheels and
+folder on ``PYTHONPATH`` and every ``SGLANG_*``/``CARDCAGE_*``/``VLLM_*`` variable of the test
+process removed, so the CLI discovers the fixtures exactly as it would discover installed wheels and
 nothing from the developer's shell leaks in. Nothing is mocked.
 
 ``Site.marker(label)`` gives a file path a plugin module can touch when it is imported or
@@ -31,7 +31,7 @@ PLATFORMS = "sglang.srt.platforms"
 PLUGINS = "sglang.srt.plugins"
 
 #: Prefixes stripped from the subprocess environment (the CLI reads these).
-_OWN_PREFIXES = ("SGLANG_", "CARDCAGE_")
+_OWN_PREFIXES = ("SGLANG_", "CARDCAGE_", "VLLM_")
 
 OOT_PLATFORM = """
 from cardcage.platforms.device_mixin import PlatformEnum

@@ -113,6 +113,9 @@ def test_entry_points_use_the_documented_names_and_no_reserved_alias() -> None:
         ("sglang.multimodal_gen.plugins", ENTRY_POINT_NAME): (
             "cardcage_demo_cuda.diffusion.hooks:register"
         ),
+        # The vLLM section: the same activate() and register(), in vLLM's groups.
+        ("vllm.platform_plugins", ENTRY_POINT_NAME): "cardcage_demo_cuda:activate",
+        ("vllm.general_plugins", ENTRY_POINT_NAME): "cardcage_demo_cuda.hooks:register",
     }
     assert ENTRY_POINT_NAME not in RESERVED
 

@@ -84,6 +84,10 @@ class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
         supports_triton=True,  # Triton kernels launch on NVIDIA GPUs
         supports_pynccl=True,  # NCCL for model-parallel groups
     )
+    #: [vLLM section] What only vLLM asks (attention backend, worker class, dispatch key,
+    #: communicator): a class imported only when vLLM hosts this platform. Everything else here
+    #: serves both hosts.
+    vllm_section = "cardcage_demo_cuda.vllm_section:DemoCudaVllmSection"
 
     # -- lifecycle --------------------------------------------------------------------------
     def apply_server_args_defaults(self, server_args: Any) -> None:

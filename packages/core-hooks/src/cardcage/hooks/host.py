@@ -14,18 +14,27 @@ Import-safe and stdlib-only, like the rest of core-hooks.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .hosts import hosting_source
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from ._model import HookSource
 
-__all__ = ["Host", "general_plugin", "plugin_host", "sglang_plugin_source"]
+__all__ = [
+    "Host",
+    "Rehearsal",
+    "general_plugin",
+    "plugin_host",
+    "rehearsal",
+    "rehearsing",
+    "sglang_plugin_source",
+]
 
 
 # cardcage's side of the signal: set by ``registry.plugin_source()`` around each plugin's import
@@ -43,6 +52,45 @@ class Host(enum.Enum):
     VLLM = "vllm"
 
 
+class Rehearsal(NamedTuple):
+    """``cardcage doctor`` calling plugin code as a host would, where that host is not running.
+
+    ``selected`` is the platform class (``module:Class`` or dotted) the rehearsed host is
+    predicted to select, or None; ``selected_by_vllm()`` answers from it.
+    """
+
+    host: Host
+    selected: str | None = None
+
+
+_rehearsal: contextvars.ContextVar[Rehearsal | None] = contextvars.ContextVar(
+    "cardcage_host_rehearsal", default=None
+)
+
+
+@contextlib.contextmanager
+def rehearsing(host: Host, *, selected: str | None = None) -> Iterator[Rehearsal]:
+    """Inside the block, plugin code learns that ``host`` runs it (``plugin_host()``,
+    ``cardcage.platforms.host.platform_host()``), although that host is not running.
+
+    How doctor predicts what a host does with a plugin whose code branches on its host (vLLM's
+    rules, without vLLM): ``activate()`` answers the name it gives that host, ``register()``
+    registers the hooks it registers there. Hooks registered inside are kept with the source
+    cardcage's ``plugin_source()`` gives them, and never handed to a host or applied.
+    """
+    rehearsed = Rehearsal(host, selected)
+    token = _rehearsal.set(rehearsed)
+    try:
+        yield rehearsed
+    finally:
+        _rehearsal.reset(token)
+
+
+def rehearsal() -> Rehearsal | None:
+    """The host rehearsal running now (``rehearsing``), or None."""
+    return _rehearsal.get()
+
+
 def plugin_host() -> Host | None:
     """Which host's general-plugin loader is running the current plugin callback.
 
@@ -51,8 +99,12 @@ def plugin_host() -> Host | None:
     inside vLLM's (``vllm.plugins.load_general_plugins()``), None when no
     loader is running a plugin (a test or a runtime registering hooks directly). A plugin's
     ``register()`` uses it to pick the targets of the host that runs it; ``HookRegistry.register``
-    uses it to hand hooks to SGLang's registry when SGLang is the host.
+    uses it to hand hooks to SGLang's registry when SGLang is the host. Inside ``rehearsing``
+    (``cardcage doctor``), the rehearsed host.
     """
+    rehearsed = _rehearsal.get()
+    if rehearsed is not None:
+        return rehearsed.host
     if _current_plugin_source.get() is not None:
         return Host.CARDCAGE
     hosting = hosting_source()

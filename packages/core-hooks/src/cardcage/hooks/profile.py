@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .records import FrozenRecord
 
-__all__ = ["DIFFUSION_PROFILE", "SGLANG_PROFILES", "SRT_PROFILE", "RuntimeProfile"]
+__all__ = ["DIFFUSION_PROFILE", "SGLANG_PROFILES", "SRT_PROFILE", "VLLM_PROFILE", "RuntimeProfile"]
 
 
 class RuntimeProfile(FrozenRecord):
@@ -74,3 +74,17 @@ DIFFUSION_PROFILE = RuntimeProfile(
 #: installed. Their groups are worth listing (and their allowlist names are not typos) even when
 #: no installed runtime reads them, because SGLang itself may be the host.
 SGLANG_PROFILES = (SRT_PROFILE, DIFFUSION_PROFILE)
+
+#: vLLM 0.33's names: the groups its loader and selection read, and its two variables. vLLM has
+#: no selector variable; ``VLLM_TARGET_DEVICE`` stands in the selector's place because its one
+#: selecting value, ``cpu``, picks vLLM's CPU built-in without loading any platform plugin (any
+#: other value leaves vLLM's automatic selection alone). ``VLLM_PLUGINS`` filters general *and*
+#: platform plugins. vLLM's rules are not cardcage's: its runtime record (core-platforms)
+#: predicts and explains them (``cardcage.platforms.hosts.vllm.rules``).
+VLLM_PROFILE = RuntimeProfile(
+    name="vllm",
+    platform_group="vllm.platform_plugins",
+    plugin_group="vllm.general_plugins",
+    selector_env="VLLM_TARGET_DEVICE",
+    allowlist_env="VLLM_PLUGINS",
+)

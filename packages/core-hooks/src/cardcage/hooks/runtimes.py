@@ -87,7 +87,11 @@ class Runtime(FrozenRecord):
       ``get_selection_record()`` (its lazy ``current_platform``);
     * ``hook_registry``: the ``BaseHookRegistry`` subclass its general plugins register with;
     * ``env_registries``: modules holding an ``EnvRegistry`` named ``ENV_VARS`` (the variables
-      the runtime reads; ``cardcage env`` lists them).
+      the runtime reads; ``cardcage env`` lists them);
+    * ``present_if``: optional, a zero-argument predicate: whether the runtime is present in this
+      environment. A command run without ``--runtime`` covers only present runtimes;
+      ``--runtime NAME`` covers it anyway. Empty (the default): always present. A host runtime
+      that cardcage only explains (vLLM) is present where the host is installed.
 
     ``display_name`` is how messages name the runtime ("SRT"); ``distribution`` is the
     distribution that installs it. The record's name is its profile's name. Immutable, hashable.
@@ -101,6 +105,7 @@ class Runtime(FrozenRecord):
         "accessor",
         "hook_registry",
         "env_registries",
+        "present_if",
     )
     __slots__ = _fields
 
@@ -111,6 +116,7 @@ class Runtime(FrozenRecord):
     accessor: str
     hook_registry: str
     env_registries: tuple[str, ...]
+    present_if: str
 
     def __init__(
         self,
@@ -121,6 +127,7 @@ class Runtime(FrozenRecord):
         accessor: str,
         hook_registry: str = "cardcage.hooks.registry:HookRegistry",
         env_registries: Iterable[str] = (),
+        present_if: str = "",
     ) -> None:
         init = object.__setattr__
         init(self, "profile", profile)
@@ -130,6 +137,7 @@ class Runtime(FrozenRecord):
         init(self, "accessor", accessor)
         init(self, "hook_registry", hook_registry)
         init(self, "env_registries", tuple(env_registries))
+        init(self, "present_if", present_if)
 
     @property
     def name(self) -> str:
@@ -143,6 +151,20 @@ class Runtime(FrozenRecord):
     def accessor_module(self) -> ModuleType:
         """The module with ``get_current_platform()`` and ``get_selection_record()``."""
         return importlib.import_module(self.accessor)
+
+    def is_present(self) -> bool:
+        """Whether commands run without ``--runtime`` cover this runtime (``present_if``).
+
+        A predicate that cannot be imported or raises counts as present: the commands then
+        report what is wrong with the runtime instead of hiding it.
+        """
+        if not self.present_if:
+            return True
+        try:
+            return bool(_resolve(self.present_if)())
+        except Exception:
+            logger.debug("present_if of runtime %s failed", self.name, exc_info=True)
+            return True
 
     def load_hook_registry(self) -> type[BaseHookRegistry]:
         registry: type[BaseHookRegistry] = _resolve(self.hook_registry)

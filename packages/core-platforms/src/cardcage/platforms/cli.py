@@ -149,6 +149,8 @@ def _render_plugins(report: PluginsReport, verbose: int) -> str:
 
 
 def _how(report: RuntimePlatform) -> str:
+    if report.how:  # a host's runtime (vLLM) says how its own rules select
+        return report.how
     env, allow_env = report.selector_env, report.allowlist_env
     automatic_only = [a for a in report.builtin_chain if a not in report.selector_builtins]
     only = (

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from cardcage.hooks.host import Host
+from cardcage.hooks.host import Host, rehearsal
 
 from .hosts import TRIGGERS, announced, room
 
@@ -50,8 +50,13 @@ def platform_host() -> Host | None:
 
     ``Host.CARDCAGE`` while cardcage's selection runs an entry point (``activate()``, resolving
     and constructing the class; ``cardcage doctor`` included); otherwise the host whose
-    selection modules are imported (``Host.SGLANG``); otherwise None.
+    selection modules are imported (``Host.SGLANG``); otherwise None. Inside
+    ``cardcage.hooks.host.rehearsing`` (``cardcage doctor`` predicting a host's rules), the
+    rehearsed host.
     """
+    rehearsed = rehearsal()
+    if rehearsed is not None:
+        return rehearsed.host
     selection = sys.modules.get(_SELECTION_MODULE)
     if selection is not None and selection.activating_plugin() is not None:
         return Host.CARDCAGE
@@ -71,6 +76,10 @@ def host_qualname(qualname: str) -> str:
         return qualname
     adapted: str = room(host.value).adapter_qualname(qualname)
     return adapted
+
+
+def _dotted(qualname: str) -> str:
+    return qualname.strip().replace(":", ".")
 
 
 def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
@@ -95,8 +104,12 @@ def selected_by_vllm(qualname: str) -> bool:
     For a general plugin running under vLLM, whose loader runs the general plugins of every
     installed distribution: a plugin whose hooks assume its own hardware checks this first.
     Resolves vLLM's ``current_platform`` if vLLM has not yet; False in a process vLLM does not
-    host.
+    host. Inside a rehearsal of vLLM (``cardcage doctor``), the class doctor predicts vLLM selects.
     """
+    rehearsed = rehearsal()
+    if rehearsed is not None and rehearsed.host is Host.VLLM:
+        chosen = rehearsed.selected
+        return chosen is not None and _dotted(chosen) == _dotted(qualname)
     if "vllm" not in sys.modules:
         return False
     answer: bool = room(Host.VLLM.value).selected(qualname, "vllm")

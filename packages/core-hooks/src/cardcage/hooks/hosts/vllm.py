@@ -47,6 +47,7 @@ __all__ = [
     "PLATFORM_GROUP",
     "PLUGINS_MODULE",
     "adopt",
+    "failures",
     "plugin_source",
     "run_plugin",
     "selected_distributions",
@@ -225,11 +226,21 @@ def _withdraw(source: HookSource) -> int:
     return dropped
 
 
+#: The decorated ``register()`` calls that failed in this process, in order (``cardcage hooks``).
+_failures: list[tuple[HookSource, BaseException]] = []
+
+
+def failures() -> tuple[tuple[HookSource, BaseException], ...]:
+    """``(source, exception)`` of every decorated ``register()`` that raised under vLLM here."""
+    return tuple(_failures)
+
+
 def run_plugin(register: Callable[[], Any], source: HookSource) -> Any:
     """Call a general plugin's ``register()`` for vLLM's loader with cardcage's failure policy."""
     try:
         return register()
     except Exception as exc:
+        _failures.append((source, exc))
         dropped = _withdraw(source)
         if _is_fatal(source.dist_name):
             raise PluginLoadError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from cardcage.platforms import findings as _findings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from types import ModuleType
 
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.runtimes import Runtime
@@ -167,9 +169,28 @@ def registered() -> tuple[Runtime, ...]:
     return registered_runtimes(current_snapshot())
 
 
+def present() -> tuple[Runtime, ...]:
+    """The registered runtimes a command covers without ``--runtime``: those present here
+    (``Runtime.present_if``; vLLM's is present where vLLM is installed), SRT first."""
+    return tuple(r for r in registered() if r.is_present())
+
+
+def hosted(policy: object) -> ModuleType | None:
+    """The diagnostics module of a runtime whose platform a host selects by its own rules.
+
+    Such a runtime's policy names its host (``host = "vllm"``), and this package holds one
+    module per such host (``diagnostics.vllm``), which explains it by that host's rules; None
+    for a runtime that cardcage's selection engine serves.
+    """
+    host = getattr(policy, "host", None)
+    if not isinstance(host, str) or not host:
+        return None
+    return importlib.import_module(f"{__package__}.{host}")
+
+
 def runtime_profiles() -> tuple[RuntimeProfile, ...]:
-    """The registered (installed) runtimes' profiles, SRT first."""
-    return tuple(r.profile for r in registered())
+    """The present runtimes' profiles, SRT first."""
+    return tuple(r.profile for r in present())
 
 
 def known_profiles() -> tuple[RuntimeProfile, ...]:
@@ -200,7 +221,7 @@ def choose_runtimes(names: Sequence[str] | None) -> tuple[Runtime, ...]:
     """
     runtimes = registered()
     if names is None:
-        return runtimes
+        return tuple(r for r in runtimes if r.is_present())
     by_name = {r.name: r for r in runtimes}
     chosen: list[Runtime] = []
     for name in names:
@@ -218,15 +239,23 @@ def not_installed_message(name: str) -> str:
     broken = next((e for e in broken_runtimes(current_snapshot()) if e.plugin == name), None)
     if broken is not None:
         return str(broken)
-    installed = ", ".join(runtime_names()) or "none"
+    runtimes = registered()
+    installed = ", ".join(r.name for r in runtimes if r.is_present()) or "none"
+    absent = [r.name for r in runtimes if not r.is_present()]
     if name in {p.name for p in known_profiles()}:
         what = f"the {name} runtime is not installed"
     else:
         what = f"no runtime named {name!r} is installed"
+    also = (
+        f" (also registered, explained by its host's rules where the host is not installed: "
+        f"{', '.join(absent)})"
+        if absent
+        else ""
+    )
     return (
         f"{what} (installed: {installed}). A runtime is installed by a distribution that "
         f"registers it in the {RUNTIMES_GROUP!r} entry-point group; install it, or choose one "
-        "of the installed runtimes with --runtime"
+        f"of the installed runtimes with --runtime{also}"
     )
 
 

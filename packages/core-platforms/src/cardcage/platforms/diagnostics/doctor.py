@@ -49,6 +49,7 @@ from ._common import (
     ep_dist,
     exc_line,
     group_roles,
+    hosted,
     kind_of_unknown_group,
     normalize,
     selector_value,
@@ -788,6 +789,10 @@ def _registration_broken(exc: RuntimeRegistrationError) -> Finding:
     )
 
 
+def _groups(profile: RuntimeProfile) -> tuple[str, str]:
+    return (profile.platform_group, profile.plugin_group)
+
+
 def _registry(runtime: Runtime) -> type[BaseHookRegistry] | None:
     """The hook registry of ``runtime``; None when it cannot be imported (doctor then imports
     that runtime's general plugins without calling their ``register()``)."""
@@ -837,18 +842,31 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
         except Exception as exc:
             findings.append(_runtime_broken(runtime.distribution, runtime.profile, exc))
             broken[runtime.name] = _broken_startup(runtime.profile)
+    # A host's runtime (vLLM) is checked by that host's rules, all its groups included.
+    hosts = {policy.profile.name: (h, policy) for policy in policies if (h := hosted(policy))}
+    own = {g for h, p in hosts.values() for g in (*_groups(p.profile), *h.extra_groups())}
+    groups.extend(g for h, _ in hosts.values() for g in h.extra_groups() if g not in groups)
     selecting = {policy.profile.platform_group for policy in policies}  # the engine checks them
     for group in groups:
-        if group not in selecting:
+        if group not in selecting and group not in own:
             findings.extend(check_duplicates(group, snapshot.group(group)))
     findings.extend(_check_env_vars())
-    first_per_allowlist = {p.allowlist_env: p for p in reversed(profiles)}  # one report each
+    first_per_allowlist = {
+        p.allowlist_env: p for p in reversed(profiles) if p.name not in hosts
+    }  # one report each
     for profile in first_per_allowlist.values():
         findings.extend(_check_allowlist(profile, snapshot))
     startups: dict[str, _Startup] = {}
     checks: dict[str, _PlatformCheck] = {}
+    hosted_startups: dict[str, RuntimeStartup] = {}
     for policy in policies:
         profile = policy.profile
+        if profile.name in hosts:
+            found, hosted_startups[profile.name] = hosts[profile.name][0].doctor(
+                policy, snapshot, check_hooks=check_hooks
+            )
+            findings.extend(found)
+            continue
         check = _check_platforms(policy, snapshot)
         findings.extend(check.findings)
         checks[profile.name] = check
@@ -858,7 +876,7 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
     for group in groups:
         role = roles.get(group)
         kind = role[1] if role is not None else kind_of_unknown_group(group)
-        if kind == "general":
+        if kind == "general" and group not in own:
             findings.extend(
                 _check_general(group, snapshot.group(group), startups.get(group), check_hooks)
             )
@@ -877,6 +895,7 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
     }  # fmt: skip
     host_findings, hosts = release_findings(snapshot, selected)
     findings.extend(host_findings)
+    summaries.update(hosted_startups)
     return DoctorReport(
         profiles=tuple(p.name for p in profiles),
         groups=tuple(groups),

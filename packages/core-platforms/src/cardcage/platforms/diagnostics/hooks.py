@@ -23,6 +23,7 @@ from ._common import (
     dist_versions,
     error_info,
     exc_line,
+    hosted,
     to_json,
     version_of,
 )
@@ -184,8 +185,13 @@ def _chain_order(records: tuple[HookRecord, ...]) -> list[HookRecord]:
 
 
 def _hook_rows(
-    registry: type[BaseHookRegistry], failed: dict[str, BaseException], versions: dict[str, str]
+    registry: type[BaseHookRegistry],
+    failed: dict[str, BaseException],
+    versions: dict[str, str],
+    sources: set[tuple[str, str | None]] | None = None,
 ) -> tuple[HookRow, ...]:
+    """Every hook of ``registry`` (only those whose (plugin, distribution) is in ``sources``,
+    when given: a host's runtime shares the registry with cardcage's)."""
     applied = set(registry.applied_targets())
     pending = registry.pending_targets()
     rows: list[HookRow] = []
@@ -200,6 +206,10 @@ def _hook_rows(
             status, error = "registered", None
         for position, record in enumerate(_chain_order(records), start=1):
             source = record.source
+            if sources is not None and (
+                source is None or (source.plugin_name, source.dist_name) not in sources
+            ):
+                continue
             dist = source.dist_name if source is not None else None
             rows.append(
                 HookRow(
@@ -218,6 +228,15 @@ def _hook_rows(
     return tuple(rows)
 
 
+def _host_of(runtime: Runtime) -> Any:
+    """The diagnostics module of a host's runtime (``_common.hosted``), or None."""
+    try:
+        policy = runtime.load_policy()
+    except Exception:  # a broken install: load_plugins() below reports it
+        return None
+    return hosted(policy)
+
+
 def _selection_record(runtime: Runtime) -> object | None:
     """The runtime's selection record, once ``load_plugins()`` has resolved its platform.
 
@@ -234,6 +253,11 @@ def _selection_record(runtime: Runtime) -> object | None:
 
 def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
     from cardcage.hooks.loader import PluginLoadReport, load_plugins
+
+    host = _host_of(runtime)
+    if host is not None:  # a host's runtime (vLLM): its own loader, by its own rules
+        hooks: RuntimeHooks = host.collect_runtime_hooks(runtime, versions)
+        return hooks
 
     report: PluginLoadReport | None = None
     error: ErrorInfo | None = None

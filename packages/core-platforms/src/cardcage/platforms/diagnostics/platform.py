@@ -20,7 +20,8 @@ from ._common import (
     allowlist_value,
     choose_runtimes,
     error_info,
-    registered,
+    hosted,
+    present,
     selector_value,
     to_json,
 )
@@ -80,6 +81,9 @@ class RuntimePlatform:
     #: What each installed host release (SGLang) does with this choice: whether it can select
     #: it too (metadata only; empty when no host is installed or it has no such runtime).
     hosts: tuple[RuntimeHost, ...] = ()
+    #: How a host's runtime (vLLM) selects, in words, where its rules are not cardcage's
+    #: (``cardcage platform``'s "How:"); empty for the others. Not in the JSON document.
+    how: str = ""
 
     @property
     def ok(self) -> bool:
@@ -87,7 +91,7 @@ class RuntimePlatform:
 
     def as_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {"ok": self.ok, **to_json(self)}
-        del document["chain"]
+        del document["chain"], document["how"]
         return document
 
 
@@ -172,13 +176,20 @@ def _collect_runtime(runtime: Runtime, with_stack: bool) -> RuntimePlatform:
             if with_stack and record is not None:
                 stack = record.first_access_stack
     builtins = policy.builtins if policy is not None else ()
+    mode: Literal["explicit", "automatic"] = "explicit" if selector else "automatic"
+    listed = tuple(sorted(allowed)) if allowed is not None else None
+    host = hosted(policy)
+    how = ""
+    if host is not None:  # a host's runtime (vLLM): its variables as the host reads them
+        mode, selector, listed = host.platform_fields(profile)
+        how = host.how_text()
     return RuntimePlatform(
         runtime=profile.name,
-        mode="explicit" if selector else "automatic",
+        mode=mode,
         selector_env=profile.selector_env,
         selector=selector or None,
         allowlist_env=profile.allowlist_env,
-        allowlist=tuple(sorted(allowed)) if allowed is not None else None,
+        allowlist=listed,
         allowlist_filters_platforms=policy is None or policy.allowlist_filters_automatic,
         builtin_chain=tuple(b.alias for b in builtins),
         selector_builtins=tuple(b.alias for b in builtins if b.explicit_allowed),
@@ -187,12 +198,13 @@ def _collect_runtime(runtime: Runtime, with_stack: bool) -> RuntimePlatform:
         first_access_stack=stack,
         error=error,
         hosts=runtime_hosts(profile.name, selection.plugin) if selection is not None else (),
+        how=how,
     )
 
 
 def platform_runtimes() -> tuple[str, ...]:
     """The runtimes whose selection ``cardcage platform`` can explain here (registered ones)."""
-    return tuple(r.name for r in registered())
+    return tuple(r.name for r in present())
 
 
 def collect_platform(

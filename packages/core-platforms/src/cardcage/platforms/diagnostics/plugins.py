@@ -6,6 +6,7 @@ torch-free): whether an allowlist filters automatic platform discovery is the po
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from ._common import (
     ep_order,
     excluded_dists,
     group_roles,
+    hosted,
     kind_of_unknown_group,
     known_profiles,
     normalize,
@@ -183,6 +185,14 @@ def _allowlist_filters_platforms(runtime: Runtime) -> bool:
     return filters
 
 
+def _host(runtime: Runtime) -> Any:
+    """The diagnostics module of a host's runtime (vLLM), which rules its rows; else None."""
+    try:
+        return hosted(runtime.load_policy())
+    except Exception:  # a broken runtime install: cardcage platform and doctor report it
+        return None
+
+
 def _unused_detail(group: str, owner: str | None) -> str:
     if owner is None:
         return f"no installed cardcage runtime reads group {group}"
@@ -218,11 +228,20 @@ def collect_plugins(
     filters = {r.name: _allowlist_filters_platforms(r) for r in chosen}
     rules = {p.name: _general_rules(p, snapshot, filters[p.name]) for p in profiles}
     owners = {g: p.name for p in known_profiles() for g in (p.platform_group, p.plugin_group)}
+    hosts = {r.name: h for r in chosen if (h := _host(r)) is not None}
+    for runtime_name, host in hosts.items():  # the other groups a host reads (vLLM's three)
+        for extra in host.extra_groups():
+            owners.setdefault(extra, runtime_name)
+            if group is None and extra not in groups:
+                groups.append(extra)
     rows: list[PluginRow] = []
     for name in groups:
         role = roles.get(name)
+        host = hosts.get(role[0].name if role is not None else owners.get(name, ""))
         for ep in sorted(snapshot.group(name), key=lambda e: (e.name, ep_order(e))):
-            if role is None:
+            if host is not None:
+                kind, status, detail = host.plugin_status(ep)
+            elif role is None:
                 kind = kind_of_unknown_group(name)
                 status, detail = "unused", _unused_detail(name, owners.get(name))
             elif role[1] == "platform":
@@ -246,8 +265,16 @@ def collect_plugins(
                     runtime=role[0].name if role is not None else owners.get(name),
                 )
             )
+    infos = []
+    for profile in profiles:
+        info = _profile_info(profile)
+        host = hosts.get(profile.name)
+        if host is not None:  # its variables as the host reads them
+            _, selector, allowed = host.platform_fields(profile)
+            info = dataclasses.replace(info, selector=selector, allowlist=allowed)
+        infos.append(info)
     return PluginsReport(
-        profiles=tuple(_profile_info(p) for p in profiles),
+        profiles=tuple(infos),
         groups=tuple(groups),
         plugins=tuple(rows),
     )

@@ -1,0 +1,746 @@
+"""The ``cardcage`` commands for the vLLM runtime: vLLM's rules, never cardcage's.
+
+vLLM is a host cardcage explains, not a runtime it starts, and its rules differ from cardcage's
+in nearly every step (``cardcage.platforms.hosts.vllm.rules``). The commands reach this module
+through the vLLM policy's ``host`` (``_common.hosted``):
+
+* ``plugin_status``: ``cardcage plugins list`` rows for every group vLLM reads (its platform and
+  general plugins, and the io_processor, stat_logger and endpoint groups), from metadata and the
+  variables only;
+* ``platform_fields``: ``cardcage platform``'s mode, selector and allowlist as vLLM reads them
+  (the choice itself comes from the runtime's accessor, ``hosts.vllm.current``);
+* ``collect_runtime_hooks``: ``cardcage hooks``: vLLM's own ``load_general_plugins()`` where
+  vLLM is installed; elsewhere a rehearsal of it (``cardcage.hooks.host.rehearsing``);
+* ``doctor``: the prediction's findings, what bites vLLM plugin authors, and the startup row.
+
+Plugin code runs here as vLLM would run it (inside a rehearsal of vLLM, where vLLM is not
+running); vLLM's code runs only in ``collect_runtime_hooks`` where vLLM is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import TYPE_CHECKING, Any, Literal
+
+from cardcage.hooks.host import general_plugin
+from cardcage.platforms.findings import Finding, Severity
+from cardcage.platforms.hosts.vllm import rules
+
+from ._common import PluginKind, describe_ep, ep_dist, exc_line, normalize
+
+if TYPE_CHECKING:
+    from cardcage.hooks.profile import RuntimeProfile
+    from cardcage.hooks.registry import BaseHookRegistry, HookSource
+    from cardcage.hooks.runtimes import Runtime
+    from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
+    from cardcage.platforms.selection import SelectionPolicy
+
+    from .doctor import RuntimeStartup
+    from .hooks import RuntimeHooks
+
+__all__ = [
+    "collect_runtime_hooks",
+    "doctor",
+    "extra_groups",
+    "platform_fields",
+    "plugin_status",
+]
+
+PLATFORM_GROUP = "vllm.platform_plugins"
+GENERAL_GROUP = "vllm.general_plugins"
+ENDPOINT_GROUP = "vllm.endpoint_plugins"
+DECORATOR = "cardcage.hooks.general_plugin"
+
+
+def _noop() -> None:
+    return None
+
+
+#: The code object every ``@general_plugin`` wrapper runs: how doctor tells a decorated
+#: ``register()`` from a bare one without calling it.
+_WRAPPED_CODE = general_plugin(_noop).__code__
+
+
+def is_wrapped(func: object) -> bool:
+    """Whether ``func`` is a ``register()`` decorated with ``cardcage.hooks.general_plugin``."""
+    return getattr(func, "__code__", None) is _WRAPPED_CODE
+
+
+def _tb(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
+def _names(items: tuple[str, ...] | None) -> str:
+    return ", ".join(repr(n) for n in items) if items else "nothing"
+
+
+# -- the listing: plugins list and platform -----------------------------------------------------
+
+
+def extra_groups() -> tuple[str, ...]:
+    """The groups vLLM reads beyond its profile's two, listed with the vLLM runtime."""
+    return tuple(g for g in rules.GROUPS if g not in (PLATFORM_GROUP, GENERAL_GROUP))
+
+
+def platform_fields(
+    profile: RuntimeProfile,
+) -> tuple[Literal["explicit", "automatic"], str | None, tuple[str, ...] | None]:
+    """``(mode, selector, allowlist)`` as vLLM reads its variables: explicit only for
+    ``VLLM_TARGET_DEVICE=cpu``; the allowlist as vLLM splits it, sorted."""
+    del profile
+    raw = os.environ.get(rules.TARGET_DEVICE_ENV)
+    allowed = rules.allowlist()
+    mode: Literal["explicit", "automatic"] = (
+        "explicit" if rules.target_device() == "cpu" else "automatic"
+    )
+    return mode, raw, tuple(sorted(allowed)) if allowed is not None else None
+
+
+def how_text() -> str:
+    """``cardcage platform``'s "How:" for vLLM: its rules, with the variables as set here."""
+    if rules.target_device() == "cpu":
+        return (
+            "vLLM's explicit CPU target: VLLM_TARGET_DEVICE=cpu returns vLLM's CPU built-in, and "
+            "no vllm.platform_plugins entry point is even imported."
+        )
+    allowed = rules.allowlist()
+    which = (
+        "every platform plugin"
+        if allowed is None
+        else (f"every platform plugin named in VLLM_PLUGINS ({_names(allowed)})")
+    )
+    return (
+        f"vLLM's automatic selection (it has no selector variable): {which} is imported and "
+        "asked to activate(), next to vLLM's built-in detection (tpu, cuda, rocm, xpu, cpu). "
+        "Exactly one activating plugin wins over every built-in; two or more raise "
+        "RuntimeError; with none, one detected built-in wins (two raise), else "
+        "UnspecifiedPlatform. An activate() that raises is logged as a WARNING and counts as "
+        "declined."
+    )
+
+
+def plugin_status(ep: PluginEntryPoint) -> tuple[PluginKind, str, str]:
+    """``(kind, status, detail)`` of one entry point of a vLLM group, by vLLM's rules."""
+    allowed = rules.allowlist()
+    listed = allowed is None or ep.name in allowed
+    group = ep.group
+    if group == PLATFORM_GROUP:
+        if rules.target_device() == "cpu":
+            return (
+                "platform",
+                "not-selected",
+                ("VLLM_TARGET_DEVICE=cpu selects vLLM's CPU built-in; vLLM never loads it"),
+            )
+        if not listed:
+            return (
+                "platform",
+                "not-allowed",
+                ("not in VLLM_PLUGINS, which filters platform plugins too: vLLM never loads it"),
+            )
+        return (
+            "platform",
+            "allowed",
+            (
+                "activate() is called by vLLM's selection; the only plugin that activates "
+                "wins over every built-in"
+            ),
+        )
+    if group == GENERAL_GROUP:
+        if not listed:
+            return "general", "not-allowed", "not in VLLM_PLUGINS"
+        return (
+            "general",
+            "allowed",
+            (
+                "imported and register() called by vLLM's load_general_plugins(), in every process "
+                "vLLM starts (vLLM excludes no distribution's plugins)"
+            ),
+        )
+    if group == ENDPOINT_GROUP:
+        if allowed is None or ep.name not in allowed:
+            return (
+                "other",
+                "not-allowed",
+                ("endpoint plugins load only when VLLM_PLUGINS names them (unset: none loads)"),
+            )
+        return "other", "allowed", f"loaded by {rules.GROUPS[group]}"
+    if not listed:
+        return "other", "not-allowed", "not in VLLM_PLUGINS"
+    return "other", "allowed", f"loaded by {rules.GROUPS.get(group, 'vLLM')}"
+
+
+# -- rehearsing vLLM's general-plugin loader ---------------------------------------------------
+
+
+class _Run:
+    """One general plugin as vLLM's loader would treat it, rehearsed in this process."""
+
+    def __init__(self, ep: PluginEntryPoint, allowed: bool) -> None:
+        self.ep = ep
+        self.allowed = allowed
+        self.loaded: Any = None
+        self.import_error: BaseException | None = None
+        self.register_error: BaseException | None = None
+        self.wrapped = False
+        self.ran = False
+        self.targets: list[str] = []
+
+
+def _source(ep: PluginEntryPoint) -> HookSource:
+    from cardcage.hooks.registry import HookSource
+
+    return HookSource(ep.name, ep.dist_name)
+
+
+def _registries() -> list[type[BaseHookRegistry]]:
+    from cardcage.hooks.registry import BaseHookRegistry
+
+    found: list[type[BaseHookRegistry]] = []
+    pending: list[type[BaseHookRegistry]] = [BaseHookRegistry]
+    while pending:
+        registry = pending.pop()
+        found.append(registry)
+        pending.extend(registry.__subclasses__())
+    return found
+
+
+def _targets_of(source: HookSource) -> list[str]:
+    targets: list[str] = []
+    for registry in _registries():
+        for target, records in registry.registrations().items():
+            if any(r.source == source for r in records) and target not in targets:
+                targets.append(target)
+    return targets
+
+
+def rehearse_general(
+    snapshot: EntryPointSnapshot, selected: str | None, *, keep: bool = False
+) -> list[_Run]:
+    """Import the ``vllm.general_plugins`` entry points and call the ``register()`` of those
+    vLLM's loader calls (``VLLM_PLUGINS``), in its order, as vLLM would run them: plugin code
+    learns that vLLM hosts it and that vLLM selected ``selected``. Every failure is caught and
+    kept. ``keep`` (``cardcage hooks``): only the plugins vLLM imports, and their hooks stay
+    registered; else (doctor) every plugin is imported and its hooks discarded. None is
+    applied."""
+    from cardcage.hooks.host import Host, rehearsing
+    from cardcage.hooks.registry import plugin_source
+
+    allowed = rules.allowlist()
+    runs: list[_Run] = []
+    for ep in snapshot.group(GENERAL_GROUP):
+        run = _Run(ep, allowed is None or ep.name in allowed)
+        if keep and not run.allowed:
+            continue
+        source = _source(ep)
+        with rehearsing(Host.VLLM, selected=selected), plugin_source(source):
+            try:
+                run.loaded = ep.load()
+            except (Exception, SystemExit) as exc:
+                run.import_error = exc
+            else:
+                run.wrapped = is_wrapped(run.loaded)
+                if run.allowed and callable(run.loaded):
+                    run.ran = True
+                    try:
+                        run.loaded()
+                    except (Exception, SystemExit) as exc:
+                        run.register_error = exc
+        run.targets = _targets_of(source)
+        if not keep:
+            for registry in _registries():
+                registry.discard_source(source)
+        runs.append(run)
+    return runs
+
+
+def _selected_vendor(prediction: rules.VllmPrediction) -> str | None:
+    chosen = prediction.selected
+    if prediction.outcome != "plugin" or chosen is None:
+        return None
+    return chosen.vendor or chosen.returned
+
+
+def _fatal_dists(prediction: rules.VllmPrediction, snapshot: EntryPointSnapshot) -> set[str]:
+    """Distributions whose decorated plugin's failure cardcage raises under vLLM: the selected
+    platform's, or, when vLLM's choice cannot be known, every platform provider's (the room's
+    rule, ``cardcage.hooks.hosts.vllm``)."""
+    if prediction.outcome == "plugin" and prediction.selected is not None:
+        dist = prediction.selected.ep.dist_name
+        return {normalize(dist)} if dist else set()
+    if prediction.outcome == "multiple":
+        return {normalize(ep.dist_name) for ep in snapshot.group(PLATFORM_GROUP) if ep.dist_name}
+    return set()
+
+
+# -- cardcage hooks ----------------------------------------------------------------------------
+
+
+def _import_only(ep: PluginEntryPoint) -> _Run:
+    """Whether ``ep`` imports (vLLM's loader imported it already: this reads its module)."""
+    run = _Run(ep, True)
+    try:
+        run.loaded = ep.load()
+    except (Exception, SystemExit) as exc:
+        run.import_error = exc
+    return run
+
+
+def collect_runtime_hooks(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
+    """``cardcage hooks`` for vLLM: vLLM's own loader where vLLM is installed, else a rehearsal."""
+    from cardcage.hooks.snapshot import entry_point_snapshot
+
+    from ._common import error_info, version_of
+    from .hooks import ChoiceInfo, PluginStatusRow, RuntimeHooks, _hook_rows
+
+    snapshot = entry_point_snapshot()
+    prediction = rules.predict(snapshot, thorough=False)
+    registry = runtime.load_hook_registry()
+    error = None
+    failed_register: dict[tuple[str, str | None], BaseException] = {}
+    if rules.installed():
+        import importlib
+
+        try:
+            importlib.import_module("vllm.plugins").load_general_plugins()
+        except Exception as exc:  # a bare register() raised: vLLM aborts its start-up here
+            error = error_info(exc, versions)
+        from cardcage.hooks.hosts import vllm as room
+
+        failed_register = {(s.plugin_name, s.dist_name): e for s, e in room.failures()}
+        allowed = rules.allowlist()
+        runs = [
+            _import_only(ep)
+            for ep in snapshot.group(GENERAL_GROUP)
+            if allowed is None or ep.name in allowed
+        ]
+        reason = "vLLM's own load_general_plugins() ran in this process (no exclusion)"
+    else:
+        runs = rehearse_general(snapshot, _selected_vendor(prediction), keep=True)
+        reason = (
+            "vLLM is not installed: cardcage ran vLLM's general plugins as vLLM's loader would "
+            "(no exclusion); under vLLM each hook is applied, deferred, as register() returns"
+        )
+    allowed = rules.allowlist()
+    rows = []
+    by_ep = {(r.ep.name, r.ep.dist_name): r for r in runs}
+    for ep in snapshot.group(GENERAL_GROUP):
+        run = by_ep.get((ep.name, ep.dist_name))
+        status, detail = "executed", "imported and register() called"
+        if allowed is not None and ep.name not in allowed:
+            status, detail = "not-allowed", "not in VLLM_PLUGINS"
+        elif run is not None and run.import_error is not None:
+            status, detail = "failed-import", exc_line(run.import_error)
+        elif run is not None and run.register_error is not None:
+            status, detail = "failed-register", exc_line(run.register_error)
+        elif (ep.name, ep.dist_name) in failed_register:
+            failure = failed_register[(ep.name, ep.dist_name)]
+            status = "failed-register"
+            detail = f"{exc_line(failure)} (logged by @general_plugin; its hooks were withdrawn)"
+        rows.append(
+            PluginStatusRow(
+                group=GENERAL_GROUP,
+                name=ep.name,
+                value=ep.value,
+                distribution=ep.dist_name,
+                version=version_of(ep.dist_name, versions),
+                status=status,
+                detail=detail,
+            )
+        )
+    mine = {(ep.name, ep.dist_name) for ep in snapshot.group(GENERAL_GROUP)}
+    chosen = prediction.selected if prediction.outcome == "plugin" else None
+    return RuntimeHooks(
+        runtime=runtime.name,
+        selection=ChoiceInfo(
+            entry_point=chosen.ep.name if chosen else None,
+            distribution=chosen.ep.dist_name if chosen else None,
+            version=version_of(chosen.ep.dist_name, versions) if chosen else None,
+            reason=reason,
+            platform=prediction.qualname,
+            builtin="cpu" if prediction.outcome == "target-cpu" else None,
+        ),
+        plugins=tuple(rows),
+        hooks=_hook_rows(registry, {}, versions, sources=mine),
+        rebound=None,
+        error=error,
+        display_name=runtime.display_name,
+    )
+
+
+# -- cardcage doctor ---------------------------------------------------------------------------
+
+
+def _finding(
+    code: str,
+    severity: Severity,
+    message: str,
+    fix: str,
+    ep: PluginEntryPoint | None = None,
+    exc: BaseException | None = None,
+    plugin: str | None = None,
+) -> Finding:
+    return Finding(
+        code=code,
+        severity=severity,
+        message=message,
+        fix=fix,
+        group=ep.group if ep is not None else None,
+        plugin=ep.name if ep is not None else plugin,
+        distributions=(ep_dist(ep),) if ep is not None else (),
+        traceback=_tb(exc) if exc is not None else None,
+    )
+
+
+def _duplicates(snapshot: EntryPointSnapshot) -> list[Finding]:
+    findings = []
+    for group in rules.GROUPS:
+        by_name: dict[str, list[PluginEntryPoint]] = {}
+        for ep in snapshot.group(group):
+            by_name.setdefault(ep.name, []).append(ep)
+        for name, eps in sorted(by_name.items()):
+            if len(eps) < 2:
+                continue
+            shown = ", ".join(f"{e.dist_name} ({e.value})" for e in eps)
+            findings.append(
+                Finding(
+                    code="duplicate-entry-point",
+                    severity="error",
+                    message=(
+                        f"Entry-point name {name!r} appears {len(eps)} times in group {group!r}: "
+                        f"{shown}. vLLM keys its plugins by name and raises nothing: the one it "
+                        "loads last silently replaces the others."
+                    ),
+                    fix="Uninstall all but one of them, or rename the entry point in one.",
+                    group=group,
+                    plugin=name,
+                    distributions=tuple(ep_dist(e) for e in eps),
+                )
+            )
+    return findings
+
+
+def _allowlist(snapshot: EntryPointSnapshot, prediction: rules.VllmPrediction) -> list[Finding]:
+    from cardcage.hooks.spelling import closest
+
+    allowed = prediction.allowlist
+    if allowed is None:
+        return []
+    known = sorted({ep.name for g in rules.GROUPS for ep in snapshot.group(g)})
+    findings = []
+    for name in sorted(set(allowed) - set(known)):
+        close = closest(name.strip(), known) if name.strip() else None
+        hint = f" Did you mean {close!r}?" if close else ""
+        if name != name.strip() and name.strip() in known:
+            hint = f" vLLM does not strip spaces: {name!r} is not {name.strip()!r}."
+        what = "an empty name" if not name else repr(name)
+        findings.append(
+            Finding(
+                code="allowlist-unmatched",
+                severity="warning",
+                message=(
+                    f"VLLM_PLUGINS names {what}, which matches no entry point in vLLM's groups "
+                    f"({', '.join(rules.GROUPS)}).{hint}"
+                ),
+                fix=(
+                    "Write VLLM_PLUGINS as comma-separated names without spaces, naming only "
+                    f"installed entry points (installed: {', '.join(map(repr, known)) or 'none'})."
+                ),
+                plugin=name,
+            )
+        )
+    dropped = [a for a in prediction.activations if not a.loaded and a.activates]
+    if prediction.target_device != "cpu":
+        for a in dropped:
+            findings.append(
+                _finding(
+                    "vllm-allowlist-drops-platform",
+                    "warning",
+                    (
+                        f"VLLM_PLUGINS ({_names(allowed)}) does not name platform plugin "
+                        f"{describe_ep(a.ep)}, whose activate() answers {a.returned!r}: vLLM's "
+                        "allowlist filters platform plugins too, so vLLM never loads it and "
+                        "silently selects another platform."
+                    ),
+                    f"Add {a.ep.name!r} to VLLM_PLUGINS (with the general plugins you list), or "
+                    "unset VLLM_PLUGINS.",
+                    a.ep,
+                )
+            )
+    return findings
+
+
+def _target_device(prediction: rules.VllmPrediction) -> list[Finding]:
+    if prediction.target_device != "cpu" or not prediction.activations:
+        return []
+    hidden = [a for a in prediction.activations if a.activates]
+    if hidden:
+        names = ", ".join(describe_ep(a.ep) for a in hidden)
+        return [
+            _finding(
+                "vllm-target-device-hides-platforms",
+                "warning",
+                (
+                    f"VLLM_TARGET_DEVICE=cpu selects vLLM's CPU built-in without loading any "
+                    f"platform plugin, so {names} never runs, although its activate() answers "
+                    f"{hidden[0].returned!r}."
+                ),
+                "Unset VLLM_TARGET_DEVICE (or set it to anything but cpu) to let vLLM select "
+                "the out-of-tree platform.",
+                hidden[0].ep if len(hidden) == 1 else None,
+            )
+        ]
+    names = ", ".join(repr(a.ep.name) for a in prediction.activations)
+    return [
+        _finding(
+            "vllm-target-device-hides-platforms",
+            "info",
+            f"VLLM_TARGET_DEVICE=cpu: vLLM never loads the platform plugins {names} (none of "
+            "them activates here anyway).",
+            "Nothing, if vLLM's CPU built-in is what you want.",
+        )
+    ]
+
+
+def _platform(prediction: rules.VllmPrediction) -> list[Finding]:
+    findings = []
+    selected = prediction.selected
+    for a in prediction.activations:
+        ep = a.ep
+        severity: Severity = "error" if a.loaded else "warning"
+        when = "" if a.loaded else " (once vLLM loads it)"
+        if a.import_failed and a.error is not None:
+            findings.append(
+                _finding(
+                    "platform-import-failed",
+                    severity,
+                    f"Platform plugin {describe_ep(ep)} cannot be imported ({ep.value}): "
+                    f"{exc_line(a.error)}. vLLM logs it and skips it{when}, selecting another "
+                    "platform.",
+                    f"Fix or reinstall {ep.dist_name}, or uninstall it.",
+                    ep,
+                    a.error,
+                )
+            )
+        elif a.error is not None:
+            findings.append(
+                _finding(
+                    "platform-activation-failed",
+                    severity,
+                    f"activate() of platform plugin {describe_ep(ep)} raised "
+                    f"{exc_line(a.error)}. vLLM logs a WARNING and counts it as not activated"
+                    f"{when}: start-up silently falls back to another platform, where cardcage "
+                    "would stop.",
+                    f"Fix what activate() reports (in {ep.dist_name}); it must return None, "
+                    "not raise, where its hardware is absent.",
+                    ep,
+                    a.error,
+                )
+            )
+        elif a.problem is not None:
+            chosen = a is selected
+            sev: Severity = "error" if chosen else "warning"
+            consequence = (
+                "vLLM selects it and then its current_platform raises"
+                if chosen
+                else "vLLM fails like this once it selects it"
+            )
+            findings.append(
+                _finding(
+                    "vllm-colon-qualname" if a.colon else "vllm-platform-unresolvable",
+                    sev,
+                    f"Platform plugin {describe_ep(ep)} answers {a.returned!r}: {a.problem}; "
+                    f"{consequence}.",
+                    "Return host_qualname(PLATFORM_QUALNAME) from activate() "
+                    "(cardcage.platforms.host): under vLLM it answers the dotted name of "
+                    "vLLM's adapter of your class.",
+                    ep,
+                )
+            )
+    if prediction.outcome == "multiple":
+        active = prediction.activated()
+        names = ", ".join(describe_ep(a.ep) for a in active)
+        findings.append(
+            Finding(
+                code="multiple-platforms",
+                severity="error",
+                message=(
+                    f"{len(active)} platform plugins activate under vLLM: {names}. vLLM's "
+                    "selection raises RuntimeError (only one platform plugin may activate); it "
+                    "has no selector variable to choose between them."
+                ),
+                fix=(
+                    "Turn off all but one plugin's opt-in, or set VLLM_PLUGINS to the names to "
+                    "load, leaving out all but one of these (it filters platform plugins too)."
+                ),
+                group=PLATFORM_GROUP,
+                distributions=tuple(ep_dist(a.ep) for a in active),
+            )
+        )
+    return findings
+
+
+def _general(
+    snapshot: EntryPointSnapshot, prediction: rules.VllmPrediction, check_hooks: bool
+) -> list[Finding]:
+    del check_hooks  # the checks below resolve nothing, so they always run
+    runs = rehearse_general(snapshot, _selected_vendor(prediction))
+    fatal = _fatal_dists(prediction, snapshot)
+    findings = []
+    for index, run in enumerate(runs):
+        ep = run.ep
+        if run.import_error is not None:
+            severity: Severity = "error" if run.allowed else "warning"
+            findings.append(
+                _finding(
+                    "plugin-import-failed",
+                    severity,
+                    f"General plugin {describe_ep(ep)} cannot be imported ({ep.value}): "
+                    f"{exc_line(run.import_error)}. vLLM's loader logs it and skips it"
+                    + ("." if run.allowed else ", once VLLM_PLUGINS names it."),
+                    f"Fix or reinstall {ep.dist_name}, or uninstall it.",
+                    ep,
+                    run.import_error,
+                )
+            )
+            continue
+        if run.register_error is not None:
+            findings.append(_register_failed(run, runs[index + 1 :], fatal, ep))
+        elif run.ran:
+            findings.extend(_never_applied(run))
+    return findings
+
+
+def _register_failed(
+    run: _Run, later: list[_Run], fatal: set[str], ep: PluginEntryPoint
+) -> Finding:
+    exc = run.register_error
+    assert exc is not None
+    subject = f"General plugin {describe_ep(ep)} raised {exc_line(exc)} in register()"
+    if not run.wrapped:
+        skipped = [r.ep.name for r in later if r.allowed and r.import_error is None]
+        after = (
+            f"; the general plugins after it ({', '.join(map(repr, skipped))}) never run"
+            if skipped
+            else ""
+        )
+        return _finding(
+            "plugin-register-failed",
+            "error",
+            f"{subject}. vLLM does not catch it: start-up aborts here{after}, in every process "
+            "that loads plugins, and vLLM does not retry.",
+            f"Fix register() in {ep.dist_name}, and decorate it with @{DECORATOR}: under vLLM "
+            "a third-party plugin's failure is then logged and its hooks withdrawn.",
+            ep,
+            exc,
+        )
+    if ep.dist_name and normalize(ep.dist_name) in fatal:
+        return _finding(
+            "plugin-register-failed",
+            "error",
+            f"{subject}. It is decorated with @{DECORATOR} and its distribution supplies the "
+            "platform vLLM selects, so cardcage raises PluginLoadError and vLLM aborts start-up "
+            "(never a silent run without the platform's own plugin).",
+            f"Fix register() in {ep.dist_name}, or select another platform.",
+            ep,
+            exc,
+        )
+    return _finding(
+        "plugin-register-failed",
+        "warning",
+        f"{subject}. It is decorated with @{DECORATOR}: under vLLM cardcage logs it with its "
+        "traceback, withdraws its hooks, and vLLM's start-up goes on without it.",
+        f"Fix register() in {ep.dist_name}, remove it from VLLM_PLUGINS, or uninstall it.",
+        ep,
+        exc,
+    )
+
+
+def _never_applied(run: _Run) -> list[Finding]:
+    """Hooks a plugin registers under vLLM that can never take effect there."""
+    import importlib.util
+
+    dead: list[tuple[str, str]] = []
+    for target in run.targets:
+        top = target.replace(":", ".").partition(".")[0]
+        if top in ("cardcage", "sglang"):
+            why = (
+                "no vLLM code calls cardcage's own runtimes"
+                if top == "cardcage"
+                else "vLLM never imports SGLang, so the deferred hook waits forever"
+            )
+            dead.append((target, why))
+        elif top != "vllm" and importlib.util.find_spec(top) is None:
+            dead.append((target, f"module {top!r} is not installed, so it is never imported"))
+    if not dead:
+        return []
+    shown = "; ".join(f"{t} ({why})" for t, why in dead)
+    return [
+        _finding(
+            "vllm-hooks-never-applied",
+            "warning",
+            f"General plugin {describe_ep(run.ep)} registers hooks under vLLM that never take "
+            f"effect there: {shown}.",
+            "Pick the targets by host in register() (cardcage.hooks.host.plugin_host() is "
+            "Host.VLLM under vLLM) and hook vllm.* names there.",
+            run.ep,
+        )
+    ]
+
+
+def _startup(prediction: rules.VllmPrediction) -> RuntimeStartup:
+    from .doctor import RuntimeStartup, SelectedPlatform
+
+    raw = os.environ.get(rules.TARGET_DEVICE_ENV)
+    platform = None
+    outcome = prediction.outcome
+    if outcome == "target-cpu":
+        detail = "VLLM_TARGET_DEVICE=cpu selects vLLM's CPU built-in; no platform plugin loads"
+    elif outcome == "plugin" and prediction.selected is not None:
+        chosen = prediction.selected
+        dist = ep_dist(chosen.ep)
+        platform = SelectedPlatform(chosen.ep.name, dist.name, dist.version, chosen.returned)
+        detail = (
+            f"vLLM selects platform plugin {describe_ep(chosen.ep)}, the only one that "
+            "activates (it wins over every built-in)"
+        )
+        if chosen.problem is not None:
+            detail += ", and then fails to resolve its name (see the errors)"
+    elif outcome == "multiple":
+        detail = "which platform it selects is unknown: two or more platform plugins activate, "
+        detail += "and vLLM's selection raises RuntimeError"
+    else:
+        detail = (
+            "which platform it selects is unknown here: no platform plugin activates, so "
+            "vLLM's own built-in detection decides (tpu, cuda, rocm, xpu, cpu), else "
+            "UnspecifiedPlatform"
+        )
+    known = prediction.decided and outcome != "multiple"
+    if known:
+        detail += "; vLLM excludes no distribution's general plugins"
+    return RuntimeStartup(
+        runtime="vllm",
+        mode="explicit" if outcome == "target-cpu" else "automatic",
+        selector_env=rules.TARGET_DEVICE_ENV,
+        selector=raw,
+        known=known,
+        platform=platform,
+        builtin="cpu" if outcome == "target-cpu" else None,
+        selection_fails=prediction.fails,
+        excluded_distributions=() if known else None,
+        detail=detail,
+    )
+
+
+def doctor(
+    policy: SelectionPolicy, snapshot: EntryPointSnapshot, *, check_hooks: bool
+) -> tuple[list[Finding], RuntimeStartup]:
+    """Every vLLM check, in vLLM's start-up order, and what vLLM's start-up would do."""
+    del policy
+    prediction = rules.predict(snapshot, thorough=True)
+    findings = _duplicates(snapshot)
+    findings.extend(_allowlist(snapshot, prediction))
+    findings.extend(_target_device(prediction))
+    findings.extend(_platform(prediction))
+    findings.extend(_general(snapshot, prediction, check_hooks))
+    return findings, _startup(prediction)
