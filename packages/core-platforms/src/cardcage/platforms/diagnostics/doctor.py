@@ -881,19 +881,21 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
                 _check_general(group, snapshot.group(group), startups.get(group), check_hooks)
             )
     if runtimes is None:
-        selected = {s.selected_dist for s in startups.values() if s.selected_dist is not None}
-        findings.extend(_check_early_patches(snapshot, selected))
+        selected_dists = {
+            s.selected_dist for s in startups.values() if s.selected_dist is not None
+        }
+        findings.extend(_check_early_patches(snapshot, selected_dists))
     summaries = {
         s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
     }
     summaries.update(broken)
-    selected = {
+    selected_platforms = {
         name: (s.platform.plugin, DistRef(s.platform.distribution, s.platform.version),
                s.platform.qualname)
         for name, s in summaries.items()
         if s.platform is not None
     }  # fmt: skip
-    host_findings, hosts = release_findings(snapshot, selected)
+    host_findings, hosts = release_findings(snapshot, selected_platforms)
     findings.extend(host_findings)
     summaries.update(hosted_startups)
     return DoctorReport(
