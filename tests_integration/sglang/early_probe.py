@@ -12,6 +12,8 @@ Usage: ``early_probe.py STEP [STEP ...]``, each STEP one of
 * ``diffusion``: ``import sglang.multimodal_gen.runtime.layers.layernorm``, then SGLang's
   ``RMSNorm`` built and called on a bf16 CPU tensor (its ``__init__`` picks a forward method
   from the module's ``USE_AITER``);
+* ``srt-platform``: SGLang's SRT ``current_platform`` (``import sglang`` resolves it), and what
+  it raised, if anything: the failure policy's ``EarlyPatchError`` reaches the caller here;
 * ``report``: ``cardcage.hooks.early.report()``, if the ``.pth`` line imported it.
 
 Every step reports the counting hook's calls so far (the caller module of each), so a test sees
@@ -92,6 +94,21 @@ def _diffusion() -> dict[str, Any]:
     }
 
 
+def _srt_platform() -> dict[str, Any]:
+    try:
+        from sglang.srt import platforms
+
+        platform = platforms.current_platform
+    except Exception as exc:
+        return {
+            "raised": type(exc).__name__,
+            "message": str(exc),
+            "plugin": getattr(exc, "plugin", None),
+            "distribution": getattr(exc, "distribution", None),
+        }
+    return {"raised": None, "class": f"{type(platform).__module__}.{type(platform).__qualname__}"}
+
+
 def _report() -> dict[str, Any]:
     early = sys.modules.get(EARLY)
     if early is None:
@@ -121,6 +138,7 @@ STEPS = {
     "srt-load": _srt_load,
     "srt-call": _srt_call,
     "diffusion": _diffusion,
+    "srt-platform": _srt_platform,
     "report": _report,
 }
 

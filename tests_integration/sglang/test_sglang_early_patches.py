@@ -16,6 +16,10 @@ What a hook registered by an ordinary plugin cannot reach, and an early patch do
     branches on, there and in ``RMSNorm.__init__``;
 (c) AMD's ``aiter``, which that branch imports: a stand-in provides it; a stand-in for the
     installed ``triton`` is never used.
+
+And the failure policy with SGLang as the host: SGLang's loaders do not read cardcage's record of
+early-patch failures, so cardcage's SGLang room applies it when SGLang's selection resolves a
+cardcage platform (``cardcage.platforms.hosts.sglang.early_patches``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ DIST = "cc-fixture-sglang-early"
 EARLY = "cc_sglang_early"
 LATE = "cc_sglang_early_late"
 OPT_IN = {"CARDCAGE_EARLY_PATCHES": EARLY}
+BROKEN = {"CARDCAGE_EARLY_PATCHES": "cc_sglang_early_broken"}
+#: What makes the fixture's platform activate; SGLang's automatic selection then picks it.
+SELECT_FIXTURE_PLATFORM = {"CC_SGLANG_EARLY_PLATFORM": "1"}
 REPETITION_PENALTY = "sglang.srt.sampling.penaltylib.repetition_penalty"
 BACKEND = "sglang.srt.utils.common:get_compiler_backend"
 USE_AITER = "sglang.multimodal_gen.runtime.platforms.aiter:USE_AITER"
@@ -140,3 +147,25 @@ def test_a_stand_in_for_an_installed_module_is_never_used() -> None:
     assert triton["status"] == "real-module"
     assert "site-packages" in triton["detail"]  # the installed triton, which SGLang imported
     assert opted_in()["report"]["early"]["failures"] == []  # its fill never ran
+
+
+# -- the failure policy, SGLang selecting ------------------------------------------------------
+
+
+def test_sglang_selecting_the_platform_of_a_failed_early_patch_stops_with_its_error() -> None:
+    platform = probe("srt-platform", **BROKEN, **SELECT_FIXTURE_PLATFORM)["srt-platform"]
+    assert platform["raised"] == "EarlyPatchError"
+    assert (platform["plugin"], platform["distribution"]) == ("cc_sglang_early_broken", DIST)
+    message = platform["message"]
+    assert "cc_sglang_early_broken fails on purpose" in message
+    assert "platform entry point 'cc_sglang_early'" in message
+    assert "selected by SGLang" in message
+    assert "CARDCAGE_EARLY_PATCHES" in message  # the fix names the variable
+
+
+def test_a_failed_early_patch_stays_logged_when_sglang_selects_another_platform() -> None:
+    results = probe("srt-platform", "report", **BROKEN)
+    assert results["srt-platform"]["raised"] is None
+    assert results["srt-platform"]["class"].startswith("sglang.srt.platforms.")
+    (failure,) = results["report"]["early"]["failures"]
+    assert failure.startswith("in its callback (cc_fixture_sglang_early.broken:register)")

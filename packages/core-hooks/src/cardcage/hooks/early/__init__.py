@@ -25,7 +25,8 @@ Failure policy (DESIGN §2): a failing early patch (its import, its callback, a 
 cannot be patched, a stand-in's ``fill``) is logged with its traceback and isolated: its other
 patches are discarded or left alone, the others go on, a stand-in that fails reads as the
 missing module it stood in for. Nothing can be aborted cleanly at interpreter start, so every
-failure is also recorded: when cardcage's ``load_plugins()`` learns the selected platform, a
+failure is also recorded: when cardcage's ``load_plugins()`` (under SGLang: cardcage's adapter
+lookup, as SGLang's selection resolves a cardcage platform) learns the selected platform, a
 recorded failure of that platform's distribution raises ``EarlyPatchError`` naming plugin,
 distribution and fix (``check_selected_platform``); one that happens later fails the import
 that reveals it. ``cardcage doctor`` reports both kinds.
@@ -43,7 +44,7 @@ deferred mode), ``_values`` and ``_stand_ins`` (the other two kinds of patch), `
 
 from __future__ import annotations
 
-# Reachable as ``early.HookType``, the types ``hook()`` takes, as before the split.
+# ``early.HookType``: the types ``hook()`` takes, for a callback that imports only ``early``.
 from cardcage.hooks.registry import HookType as HookType
 
 from ._arming import hook, set_value, stand_in
