@@ -84,6 +84,64 @@ SGLANG_HOST_PINS = [
     "aiohttp==3.14.5",  # sglang.lang.backend.runtime_endpoint, imported by sglang/__init__.py
 ]
 
+# The vLLM release scenario-vllm hosts our plugins in. Its wheel (336 MB, a CUDA build without
+# vllm._C, so no model runs from it) goes in with --no-deps: its metadata pins torch==2.14.0 and
+# ~70 serving packages. These are what its general-plugin loader and platform selection import on
+# CPU, each proven needed by removing it; pip warns about the rest and about torch: harmless here.
+VLLM_VERSION = "0.33.0"
+VLLM_HOST_PINS = [
+    TORCH,  # `import vllm` (vllm/env_override.py); 2.13.0 CPU works although vLLM asks 2.14.0
+    NUMPY,  # `import vllm` (vllm/env_override.py)
+    "packaging==26.4",  # vllm/utils/torch_version.py
+    "regex==2026.11.19",  # vllm/utils/import_utils.py, reached by current_platform
+    "psutil==7.2.2",  # vllm/utils/cpu_resource_utils.py, reached by VLLM_TARGET_DEVICE=cpu
+    "msgspec==0.23.0",  # vLLM's own two general plugins (the LoRA resolvers)
+    "huggingface_hub==2.4.0",  # the same
+    PYZMQ,  # vllm/logger.py -> vllm/utils/network_utils.py, on a platform's missing attribute
+    "urllib3==2.8.0",  # the same path
+]
+
+# scenario-sglang-releases: every SGLang release in cardcage.platforms.hosts.sglang.releases, each
+# unpacked from its wheel (--no-deps) with the transformers and tokenizers its metadata pins, which
+# its KV-pool module imports. One venv holds everything else.
+SGLANG_RELEASES: dict[str, tuple[str, ...]] = {
+    "0.5.12": ("transformers==5.6.0", "tokenizers==0.22.2"),
+    "0.5.15": ("transformers==5.12.1", "tokenizers==0.22.2"),
+    "0.5.18": ("transformers==5.12.1", "tokenizers==0.22.2"),
+    "0.5.20": ("transformers==5.12.1", "tokenizers==0.22.2"),
+    "0.5.22": ("transformers==5.19.0", "tokenizers==0.23.2"),
+    "0.5.23": ("transformers==5.19.0", "tokenizers==0.23.2"),
+}
+# Releases before 0.5.22 import torchvision at `import sglang`. The CPU-usable pair: this CUDA build
+# of torch 2.14.1 and torchvision 0.29.1 lies on the project's machines and runs on the CPU (about
+# 5.5 GB with its NVIDIA libraries); triton is what that torch requires, not SGLANG_HOST_PINS'.
+SGLANG_RELEASES_TORCH = ["torch==2.14.1", "torchvision==0.29.1"]
+# transformers' own requirements, resolved normally (transformers itself goes in per release).
+SGLANG_RELEASES_TRANSFORMERS_DEPS = [
+    "huggingface-hub==1.33.0",
+    "regex==2026.11.19",
+    "pyyaml==6.0.4",
+]
+# What `sglang.srt.mem_cache.memory_pool` (the in-tree KV-pool classes) imports on CPU beyond
+# SGLANG_HOST_PINS, installed with --no-deps (SGLang's metadata pulls the GPU stack).
+SGLANG_RELEASES_NO_DEPS = [
+    "dill==0.4.1",
+    "apache-tvm-ffi==0.1.11",
+    "sentencepiece==0.2.1",
+    "compressed-tensors==0.20.1",
+    "loguru==0.7.3",
+    "gguf==0.19.0",
+    "partial-json-parser==0.2.1.1.post7",
+    "xgrammar==0.2.9",
+    "einops==0.8.2",
+    "uvloop==0.23.0",
+    "openai==3.57.0",
+    "httpx2==2.16.2",
+    "sniffio==1.3.1",
+    "setproctitle==1.3.8",
+    "addict==2.4.0",
+    "imageio==2.38.2",
+]
 
 SessionFunc = Callable[[nox.Session], None]
 
@@ -421,6 +479,79 @@ def scenario_sglang(session: nox.Session) -> None:
     )  # fmt: skip
 
 
+@session(name="scenario-vllm", python=PYTHON)
+def scenario_vllm(session: nox.Session) -> None:
+    """vLLM 0.33's own general-plugin loader and platform selection over our wheels (DESIGN §8).
+
+    In the default run, so ``nox`` runs every test: its 1.9 GB venv makes it ~6 minutes on a
+    loaded 2-core machine (about 3.5 of them installing), inside the run's 45-minute budget.
+
+    vLLM goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; no vLLM module
+    is stubbed. The core goes into the venv; demo-cpu and the fixtures under
+    ``tests_integration/fixtures/vllm`` each into their own ``--target`` site under
+    ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
+    """
+    vendors = [
+        PACKAGES / "demo-cpu",
+        FIXTURES / "vllm" / "cc-fixture-vllm-hooks",
+        FIXTURES / "vllm" / "cc-fixture-vllm-broken",
+        FIXTURES / "vllm" / "cc-fixture-vllm-platform",
+    ]
+    core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms"]
+    session.install("--no-deps", f"vllm=={VLLM_VERSION}")
+    sites = install_with_vendor_sites(session, core, vendors, *PYTEST, *VLLM_HOST_PINS)
+    session.run(
+        "pytest", "tests_integration/vllm", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites)},
+    )  # fmt: skip
+
+
+@session(name="scenario-sglang-releases", python=PYTHON, default=False)
+def scenario_sglang_releases(session: nox.Session) -> None:
+    """demo-cpu, unchanged, inside every SGLang release with the plugin system (DESIGN §8).
+
+    One venv: the core, the diffusion runtime, SGLang's CPU import path and the torch/torchvision
+    pair the older releases import. Each release of ``SGLANG_RELEASES`` is unpacked once from its
+    wheel into its own site under ``$CC_SGLANG_RELEASE_SITES`` (``--no-deps --no-compile``), and
+    each case puts exactly one release and demo-cpu's site on PYTHONPATH: swapping the wheel in
+    one venv, without reinstalling. Not in the default run (about 12 minutes on 2 cores, over
+    its budget): the README's test command, and so ``.ci/run``, runs it after the default run.
+    """
+    skip = ("torch==", "triton==")
+    pins = [
+        p for p in dict.fromkeys([*SGLANG_HOST_PINS, *DIFFUSION_PINS]) if not p.startswith(skip)
+    ]
+    core = [
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    ]
+    sites = install_with_vendor_sites(
+        session,
+        core,
+        [PACKAGES / "demo-cpu"],
+        *PYTEST,
+        JSONSCHEMA,
+        *SGLANG_RELEASES_TORCH,
+        *SGLANG_RELEASES_TRANSFORMERS_DEPS,
+        *pins,
+    )
+    session.install("--no-deps", *SGLANG_RELEASES_NO_DEPS)
+    releases = Path(session.create_tmp()) / "sglang-releases"
+    for version, pinned in SGLANG_RELEASES.items():
+        if (releases / version).is_dir():
+            continue  # kept from an earlier run with -r
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+            "--target", str(releases / version), f"sglang=={version}", *pinned,
+        )  # fmt: skip
+    session.run(
+        "pytest", "tests_integration/sglang_releases", *session.posargs,
+        env={"CC_SCENARIO_SITES": str(sites), "CC_SGLANG_RELEASE_SITES": str(releases)},
+    )  # fmt: skip
+
+
 @session(python=PYTHON)
 def tutorial(session: nox.Session) -> None:
     """The vendor tutorial's commands, as written on its page, on a fresh copy of packages/.
@@ -462,15 +593,58 @@ def docs(session: nox.Session) -> None:
     )
 
 
+DIST = ROOT / "dist"
+
+
 @session(python=PYTHON)
 def build(session: nox.Session) -> None:
-    """sdist + wheel for every package, metadata checked with twine."""
+    """The release artifacts: an sdist and a wheel for every package, in ``dist/``, checked.
+
+    ``dist/`` is emptied first, so it holds exactly one release's files; twine checks their
+    metadata as PyPI would (``--strict``), every wheel ships ``py.typed`` in each sub-package,
+    and each package's sdist builds the same wheel again (what a user installing from the sdist
+    gets). The release workflow (docs/contributing.md, "Releasing") uploads this folder.
+    """
     session.install(*BUILD)
-    out = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(DIST, ignore_errors=True)
+    DIST.mkdir()
     for package in sorted(p for p in PACKAGES.iterdir() if (p / "pyproject.toml").exists()):
-        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(out), str(package))
-    session.run("twine", "check", "--strict", *sorted(str(p) for p in out.iterdir()))
-    session.run("python", "-c", _CHECK_TYPED_WHEELS, str(out), silent=True)
+        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(DIST), str(package))
+    artifacts = sorted(str(p) for p in DIST.iterdir())
+    session.run("twine", "check", "--strict", *artifacts)
+    session.run("python", "-c", _CHECK_TYPED_WHEELS, str(DIST), silent=True)
+    session.run("python", "-c", _CHECK_SDISTS_REBUILD, str(DIST), silent=True)
+    session.log(f"release artifacts ({len(artifacts)} files): {DIST}")
+
+
+# Building a wheel from each sdist must give the same files as the wheel built from the tree: an
+# sdist that forgets a file (the early-patch .pth, a schema) ships a broken wheel to anyone who
+# installs from it.
+_CHECK_SDISTS_REBUILD = """
+import pathlib, subprocess, sys, tarfile, tempfile, zipfile
+dist = pathlib.Path(sys.argv[1])
+problems = []
+for sdist in sorted(dist.glob("*.tar.gz")):
+    name = sdist.name[: -len(".tar.gz")]
+    project, version = name.rsplit("-", 1)
+    (wheel,) = dist.glob(f"{project.replace('-', '_')}-{version}-*.whl")
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(sdist) as archive:
+            archive.extractall(tmp, filter="data")
+        out = pathlib.Path(tmp) / "out"
+        subprocess.run(
+            [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out),
+             str(pathlib.Path(tmp) / name)],
+            check=True, capture_output=True,
+        )
+        (again,) = out.glob("*.whl")
+        files = {n for n in zipfile.ZipFile(wheel).namelist() if ".dist-info/RECORD" not in n}
+        rebuilt = {n for n in zipfile.ZipFile(again).namelist() if ".dist-info/RECORD" not in n}
+        if files != rebuilt:
+            missing, extra = sorted(files - rebuilt), sorted(rebuilt - files)
+            problems.append(f"{sdist.name}: missing {missing}, extra {extra}")
+sys.exit(chr(10).join(problems) if problems else 0)
+"""
 
 
 # Every cardcage sub-package in a wheel must ship py.typed (PEP 561; cardcage is a PEP 420

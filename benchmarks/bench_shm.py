@@ -8,7 +8,9 @@ slots), the same payload objects and the same harness, each driven only through 
    for ``bytes`` and for a pickled ``(seq, bytes)`` tuple;
 2. throughput of back-to-back messages, and the CPU time all processes spend per message;
 3. idle CPU of a reader blocked in ``dequeue`` after 100 ms without traffic, and the cold-wake
-   latency of the first message after such an idle period;
+   latency of the first message after such an idle period, with the floor this machine sets
+   for any reader that sleeps: the same idle, then a bare futex wake between two processes
+   (``ctypes`` syscall on a shared word, no queue), and a pipe wake for comparison;
 4. ``import cardcage.shm`` against ``python -c pass`` (budget 1.3x: every name is exported
    lazily), and what creating a queue costs, with the share of the stale-segment sweep that
    creation runs, measured with ``/dev/shm`` holding enough live segments of another process
@@ -36,11 +38,13 @@ failure or a trial that does not finish. Missed budgets are reported, not fatal.
 from __future__ import annotations
 
 import ast
+import ctypes
 import gc
 import glob
 import hashlib
 import importlib.util
 import json
+import mmap
 import multiprocessing as mp
 import os
 import pickle
@@ -108,6 +112,7 @@ class Settings:
     trial_timeout_s: float
     startup_rounds: int
     create_rounds: int
+    floor_reps: int  # wakes per floor trial (one trial per mechanism, reader count and round)
 
 
 FULL = Settings(
@@ -120,6 +125,7 @@ FULL = Settings(
     trial_timeout_s=600.0,
     startup_rounds=20,
     create_rounds=40,
+    floor_reps=6,
 )
 QUICK = Settings(
     rounds=1,
@@ -131,6 +137,7 @@ QUICK = Settings(
     trial_timeout_s=240.0,
     startup_rounds=5,
     create_rounds=10,
+    floor_reps=2,
 )
 
 
@@ -570,6 +577,185 @@ def writer_main(
     out.send(res)
 
 
+# -- the cold-wake floor: a bare wake after the same idle, no queue ------------------------------
+
+FLOOR_MECHANISMS = ("futex", "pipe")
+_FUTEX_NR = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(
+    platform.machine().lower()
+)
+_FLOOR_STOP = 1 << 40  # the sequence value that tells floor readers to exit
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _futex() -> Any:
+    """``libc.syscall`` as ``cardcage.shm._sys`` calls it (the queue is not imported here)."""
+    fn = ctypes.CDLL(None, use_errno=True).syscall
+    fn.restype = ctypes.c_long
+    return fn
+
+
+def floor_reader(mech: str, path: str, rank: int, conn: Connection, cpu: int | None) -> None:
+    """Sleep until the writer's wake, stamp the time, report it; ``n`` times, then exit.
+
+    futex: parks on word 0 of a shared page with the queue's bound (``PARK_S``, 100 ms), as a
+    parked queue reader does; pipe: blocks in ``read()`` on its own FIFO.
+    """
+    _pin(cpu)
+    perf = time.perf_counter_ns
+    if mech == "futex":
+        syscall = _futex()
+        fd = os.open(path, os.O_RDWR)
+        mm = mmap.mmap(fd, mmap.PAGESIZE)
+        os.close(fd)
+        u = memoryview(mm).cast("Q")
+        anchor = ctypes.c_char.from_buffer(mm)
+        addr = ctypes.c_void_p(ctypes.addressof(anchor))
+        bound = _Timespec(0, 100_000_000)  # the queue's PARK_S
+        ts = ctypes.byref(bound)
+        conn.send("ready")
+        seen = 0
+        while True:
+            while (v := u[0]) == seen:
+                syscall(_FUTEX_NR, addr, 0, ctypes.c_uint32(v & 0xFFFFFFFF), ts, None, 0)
+            t1 = perf()
+            seen = v
+            if v >= _FLOOR_STOP:
+                break
+            u[8 * (rank + 1)] = t1
+            u[8 * (rank + 1) + 1] = v  # after the time: the writer polls this word
+        del u, anchor
+        mm.close()
+    else:
+        rfd = os.open(f"{path}.{rank}", os.O_RDONLY)
+        afd = os.open(f"{path}.ack{rank}", os.O_WRONLY)
+        conn.send("ready")
+        while True:
+            b = os.read(rfd, 1)
+            t1 = perf()
+            if b != b"w":
+                break
+            os.write(afd, t1.to_bytes(8, "little"))
+        os.close(rfd)
+        os.close(afd)
+    conn.close()
+
+
+def floor_writer(
+    mech: str,
+    path: str,
+    n_reader: int,
+    conns: list[Connection],
+    out: Connection,
+    settings: Settings,
+    cpu: int | None,
+) -> None:
+    """After each idle window (the cold-wake row's length), one wake of every reader; sends
+    the one-way times (reader's stamp - writer's call) to the parent."""
+    _pin(cpu)
+    perf = time.perf_counter_ns
+    if mech == "pipe":  # each open waits for the other end: in the order the readers open
+        wfds = [os.open(f"{path}.{r}", os.O_WRONLY) for r in range(n_reader)]
+        afds = [os.open(f"{path}.ack{r}", os.O_RDONLY) for r in range(n_reader)]
+    for c in conns:
+        c.recv()
+    samples: list[float] = []
+    if mech == "futex":
+        syscall = _futex()
+        fd = os.open(path, os.O_RDWR)
+        mm = mmap.mmap(fd, mmap.PAGESIZE)
+        os.close(fd)
+        u = memoryview(mm).cast("Q")
+        anchor = ctypes.c_char.from_buffer(mm)
+        addr = ctypes.c_void_p(ctypes.addressof(anchor))
+        for i in range(1, settings.floor_reps + 1):
+            time.sleep(settings.idle_window_s)
+            t0 = perf()
+            u[0] = i
+            syscall(_FUTEX_NR, addr, 1, 2**31 - 1, None, None, 0)
+            for r in range(n_reader):
+                deadline = time.monotonic() + 10
+                while u[8 * (r + 1) + 1] != i:
+                    if time.monotonic() > deadline:
+                        raise BenchError(f"floor reader {r} did not wake")
+                    os.sched_yield()  # as the queue writer's ack wait does
+                samples.append((u[8 * (r + 1)] - t0) / 1e3)
+        u[0] = _FLOOR_STOP
+        syscall(_FUTEX_NR, addr, 1, 2**31 - 1, None, None, 0)
+        del u, anchor
+        mm.close()
+    else:
+        for _ in range(settings.floor_reps):
+            time.sleep(settings.idle_window_s)
+            t0 = perf()
+            for w in wfds:
+                os.write(w, b"w")
+            samples += [(int.from_bytes(os.read(a, 8), "little") - t0) / 1e3 for a in afds]
+        for fd in wfds:
+            os.write(fd, b"q")
+            os.close(fd)
+        for fd in afds:
+            os.close(fd)
+    out.send(samples)
+
+
+def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]:
+    """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
+    ctx = mp.get_context("spawn")
+    cpus = sorted(os.sched_getaffinity(0))
+    pinned = n_reader == 1 and len(cpus) >= 2
+    with tempfile.TemporaryDirectory(prefix="cardcage-bench-floor-") as tmp:
+        path = os.path.join(tmp, "wake")
+        if mech == "futex":
+            with open(path, "wb") as f:
+                f.truncate(os.sysconf("SC_PAGE_SIZE"))
+        else:
+            for r in range(n_reader):
+                os.mkfifo(f"{path}.{r}", 0o600)
+                os.mkfifo(f"{path}.ack{r}", 0o600)
+        pairs = [ctx.Pipe() for _ in range(n_reader)]
+        out_recv, out_send = ctx.Pipe(duplex=False)
+        writer = ctx.Process(
+            target=floor_writer,
+            args=(
+                mech,
+                path,
+                n_reader,
+                [a for a, _ in pairs],
+                out_send,
+                settings,
+                cpus[0] if pinned else None,
+            ),
+        )
+        readers = [
+            ctx.Process(target=floor_reader, args=(mech, path, r, b, cpus[1] if pinned else None))
+            for r, (_, b) in enumerate(pairs)
+        ]
+        procs = [writer, *readers]
+        for p in procs:
+            p.start()
+        out_send.close()
+        limit = 60 + settings.floor_reps * (settings.idle_window_s + 1)
+        samples: list[float] | None = None
+        try:
+            if out_recv.poll(limit):
+                samples = out_recv.recv()
+        except EOFError:
+            samples = None
+        finally:
+            for p in procs:
+                p.join(10)
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+    if not samples:
+        raise BenchError(f"the {mech} floor trial with {n_reader} reader(s) did not finish")
+    return samples
+
+
 def shm_entries() -> set[str]:
     try:
         return set(os.listdir("/dev/shm"))
@@ -630,7 +816,8 @@ def run_trial(impl_name: str, anchor_path: str, n_reader: int, settings: Setting
         )
     elif any(c != 0 for c in codes):
         result.failures.append(f"a process exited abnormally (exit codes {codes})")
-    leaked = sorted(shm_entries() - before)
+    # Only our segments: on a shared machine other processes come and go in /dev/shm too.
+    leaked = sorted(n for n in shm_entries() - before if n.startswith("cardcage-shm-"))
     if leaked and impl_name == "cardcage":
         result.failures.append(f"/dev/shm entries left behind: {leaked}")
     return result
@@ -705,7 +892,10 @@ def latency_rows(
 
 
 def other_rows(
-    trials: dict[tuple[str, int], list[TrialResult]], n_reader: int, anchor: str
+    trials: dict[tuple[str, int], list[TrialResult]],
+    n_reader: int,
+    anchor: str,
+    floors: dict[tuple[str, int], list[list[float]]] | None = None,
 ) -> list[Result]:
     rows = []
     ours_trials = trials[("cardcage", n_reader)]
@@ -767,6 +957,61 @@ def other_rows(
                 other,
             )
         )
+        rows += floor_rows(floors or {}, n_reader, tag, mine, other, ours_trials, theirs_trials)
+    return rows
+
+
+def floor_rows(
+    floors: dict[tuple[str, int], list[list[float]]],
+    n_reader: int,
+    tag: str,
+    ours: float,
+    theirs: float,
+    ours_trials: list[TrialResult],
+    theirs_trials: list[TrialResult],
+) -> list[Result]:
+    """What any sleeping reader pays here: a bare wake after the same idle, against SGLang's
+    spinning reader, and the queue's cold wake against the bare futex wake (its floor)."""
+    rows = []
+    for mech in FLOOR_MECHANISMS:
+        rounds = floors.get((mech, n_reader))
+        if not rounds:
+            continue
+        pooled = [x for r in rounds for x in r]
+        floor = statistics.median(pooled)
+        per_round = [
+            statistics.median(f) / statistics.median(t.cold_wake)
+            for f, t in zip(rounds, theirs_trials, strict=False)
+            if f and t.cold_wake
+        ]
+        what = "bare futex wake (ctypes syscall)" if mech == "futex" else "pipe wake (read/write)"
+        rows.append(
+            vs_sglang(
+                f"cold {n_reader}",
+                f"cold-wake floor: {what}, no queue ({tag}, after idle)",
+                "µs",
+                floor,
+                theirs,
+                spread=quartiles(per_round) if per_round else None,
+            )
+        )
+        if mech == "futex":
+            per_round = [
+                statistics.median(o.cold_wake) / statistics.median(f)
+                for o, f in zip(ours_trials, rounds, strict=False)
+                if f and o.cold_wake
+            ]
+            rows.append(
+                vs_sglang(
+                    f"cold {n_reader}",
+                    f"cold wake over its floor: cardcage.shm / bare futex wake ({tag})",
+                    "µs",
+                    ours,
+                    floor,
+                    reference_label="bare futex wake",
+                    spread=quartiles(per_round) if per_round else None,
+                )
+            )
     return rows
 
 
@@ -902,6 +1147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         trials: dict[tuple[str, int], list[TrialResult]] = {}
+        floors: dict[tuple[str, int], list[list[float]]] = {}
         failures: list[str] = []
         for rnd in range(settings.rounds):
             for n in settings.readers:
@@ -911,6 +1157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     t = run_trial(name, str(anchor_file), n, settings)
                     trials.setdefault((name, n), []).append(t)
                     failures += [f"{name}, {n} reader(s): {f}" for f in t.failures]
+                for mech in FLOOR_MECHANISMS:
+                    progress(f"round {rnd + 1}/{settings.rounds}: {mech} wake floor, {n} reader(s)")
+                    floors.setdefault((mech, n), []).append(run_floor_trial(mech, n, settings))
         progress("start-up: python -c ... (subprocesses)")
         startup = measure_import(Path(tmp), settings)
         progress("queue creation and the stale-segment sweep")
@@ -919,7 +1168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in settings.readers:
         results += latency_rows(trials, n, anchor)
     for n in settings.readers:
-        results += other_rows(trials, n, anchor)
+        results += other_rows(trials, n, anchor, floors)
     results += startup + creation
     elapsed = time.perf_counter() - started
     print(table(results))
@@ -929,6 +1178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(25-75 %) is the spread of the per-round p50 ratio. One-way = reader's return from\n"
         "dequeue - writer's call of enqueue (CLOCK_MONOTONIC). Idle CPU: every thread of a reader "
         f"blocked in dequeue, measured from {IDLE_GRACE_S * 1e3:.0f} ms after the last message."
+        "\nCold-wake floor: the same idle and pinning, then one bare wake between processes (no "
+        "queue, no Python beyond the call); its ratio is to SGLang's cold wake, whose reader "
+        "never sleeps."
     )
     if failures:
         print("\nINTEGRITY FAILURES:")

@@ -14,7 +14,9 @@ Usage: ``probe.py STEP [STEP ...]``, each STEP one of
   ``SiluAndMul`` op built and called on a CPU tensor (its forward is chosen by
   ``CustomOp.dispatch_forward``);
 * ``srt-conformance`` / ``diffusion-conformance``: how the selected platform's class answers
-  every public name of SGLang's base class, compared with SGLang's own class dicts;
+  every public name of SGLang's base class, compared with SGLang's own class dicts, and its
+  identity predicates compared with those of SGLang's own class whose ``_enum`` is the identity
+  the vendor declares (``behaves_as``; SGLang's ``OOT`` when it declares none);
 * ``cardcage-srt``: cardcage's own SRT selection (``get_current_platform()``), SGLang untouched.
 
 Every test runs this in a fresh interpreter with its own environment and PYTHONPATH (the vendor
@@ -245,11 +247,16 @@ def _conformance(
                 "adapter": None if ours is None else f"{_name(ours[0])}: {ours[1]!r:.100}",
                 "sglang": f"{_name(theirs[0])}: {theirs[1]!r:.100}",
             }
-    oot = _resolve(enum_qualname).OOT
+    host_enum = _resolve(enum_qualname)
+    oot = host_enum.OOT
+    # The identity the vendor declares (behaves_as, a cardcage member), as SGLang's member:
+    # SGLang's own class with that _enum is the reference its predicates must answer as.
+    declared = getattr(vendor, "behaves_as", None)
+    reference_enum = host_enum[declared.name] if declared is not None else oot
     reference_cls = type(
         "SGLangNativeReference",
         (base,),
-        {"_enum": oot, "device_name": "reference", "device_type": platform.device_type},
+        {"_enum": reference_enum, "device_name": "reference", "device_type": platform.device_type},
     )
     reference = reference_cls()
     out: dict[str, Any] = {
@@ -257,6 +264,7 @@ def _conformance(
         "vendor_names": sorted(public & own_names),
         "same": same,
         "differs": differs,
+        "behaves_as": None if declared is None else declared.name,
         "identity": _identity(platform, base, own_names),
         "reference_identity": _identity(reference, base, own_names),
         "enum_is_sglang_oot": platform._enum is oot,

@@ -9,7 +9,9 @@ the same object, so a method the vendor did not override runs SGLang's code, not
 vendor's classes are the vendor class's MRO outside cardcage's abstract base: demo-cpu's own, and
 ``cardcage.platforms.cpu.CpuDeviceMixin``, the built-in it chose as a base (its answers are the
 vendor's choice). The identity methods (``is_cuda()``, ``is_cpu()``, ``is_out_of_tree()``, ...) are
-called on the adapter and on an SGLang-native OOT platform built on the same base, and must agree.
+called on the adapter and on an SGLang-native platform built on the same base whose ``_enum`` is
+the identity the vendor declares (``behaves_as``: none for demo-cpu's SRT half, so SGLang's OOT;
+CPU for its diffusion half), and must agree, except that the adapter stays out of tree.
 
 demo-cpu declares ``capabilities`` (SGLang 0.5.23's name), so the adapter maps no name of
 SGLang's base any more: its own declaration reaches SGLang as SGLang's struct.
@@ -39,9 +41,17 @@ from cardcage.hooks.testing import write_distribution
 
 pytestmark = needs_sites
 
-# Names SGLang's base defines that the adapter maps on purpose: none. demo-cpu declares its
+# Names SGLang's base defines that the adapter maps on purpose. SRT: none; demo-cpu declares its
 # capabilities, a name of its own, converted to SGLang's struct (checked on its own below).
-MAPPED: dict[str, set[str]] = {"srt": set(), "diffusion": set()}
+# Diffusion: demo-cpu's diffusion platform declares behaves_as = CPU, so every identity predicate
+# of SGLang's diffusion base answers as SGLang's CPU platform does (checked below).
+DIFFUSION_IDENTITY = {
+    "is_cuda", "is_rocm", "is_hip", "is_cpu", "is_xpu", "is_musa", "is_npu", "is_tpu", "is_mps",
+    "is_cuda_alike", "is_cuda_static", "is_rocm_static",
+}  # fmt: skip
+MAPPED: dict[str, set[str]] = {"srt": set(), "diffusion": DIFFUSION_IDENTITY}
+# The identity each half of demo-cpu declares: the SRT half none, the diffusion half CPU.
+BEHAVES_AS: dict[str, str | None] = {"srt": None, "diffusion": "CPU"}
 
 # The helper that reads docs/platforms/contract.md's tables (shared with core-platforms' tests).
 CONTRACT_TABLE = Path(__file__).resolve().parents[2] / "packages/core-platforms/tests"
@@ -65,18 +75,29 @@ def test_every_name_demo_cpu_does_not_define_is_sglangs_own(runtime: str) -> Non
         for c in result["vendor_classes"]
     )
     assert set(result["differs"]) == MAPPED[runtime], result["differs"]
-    # Not a vacuous pass: SGLang's base has dozens of names demo-cpu leaves to it.
-    assert len(result["same"]) >= 20
-    assert {"is_out_of_tree", "is_cuda", "is_cpu"} <= set(result["same"])
+    # Not a vacuous pass: SGLang's base has dozens of names demo-cpu leaves to it (the
+    # diffusion half fewer, since its identity predicates are mapped).
+    assert len(result["same"]) >= (20 if runtime == "srt" else 15)
+    assert "is_out_of_tree" in result["same"]
+    if runtime == "srt":
+        assert {"is_cuda", "is_cpu"} <= set(result["same"])
 
 
 @pytest.mark.parametrize("runtime", ["srt", "diffusion"])
-def test_identity_methods_answer_as_an_sglang_out_of_tree_platform(runtime: str) -> None:
+def test_identity_methods_answer_as_the_sglang_platform_demo_cpu_declares(runtime: str) -> None:
     result = _conformance(runtime)
-    assert result["enum_is_sglang_oot"] is True
-    assert result["identity"] == result["reference_identity"]
+    assert result["behaves_as"] == BEHAVES_AS[runtime]
+    assert result["enum_is_sglang_oot"] is True  # out of tree, whatever it behaves as
     assert result["identity"]["is_out_of_tree"] == "True"
-    assert result["identity"]["is_cpu"] == "False"  # OOT, though its tensors live on the CPU
+    reference = result["reference_identity"]
+    if runtime == "srt":
+        assert result["identity"] == reference  # an SGLang-native OOT platform's answers
+        assert result["identity"]["is_cpu"] == "False"  # OOT, though its tensors live on the CPU
+    else:
+        # SGLang's own class with _enum = CPU, except that it is not out of tree.
+        assert reference.pop("is_out_of_tree") == "False"
+        assert {k: v for k, v in result["identity"].items() if k != "is_out_of_tree"} == reference
+        assert result["identity"]["is_cpu"] == "True"
     assert len(result["identity"]) >= 10
 
 

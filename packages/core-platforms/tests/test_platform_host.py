@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from cardcage.hooks.host import Host
 from cardcage.hooks.testing import on_sys_path, write_distribution
 from cardcage.platforms.errors import InvalidPlatformClassError
-from cardcage.platforms.host import host_qualname, platform_host
+from cardcage.platforms.host import host_qualname, platform_host, register_host_forward
 from cardcage.platforms.hosts.sglang import adapter as sglang_adapters
 from cardcage.platforms.probes import HardwareProbes
 from cardcage.platforms.selection import select_platform
@@ -35,7 +35,7 @@ NO_HARDWARE = HardwareProbes(
 
 DUAL_HOST_PLUGIN = """
 from cardcage.platforms.device_mixin import PlatformEnum
-from cardcage.platforms.host import host_qualname, platform_host
+from cardcage.platforms.host import host_qualname, platform_host, register_host_forward
 from cardcage.platforms.interface import SRTPlatform
 
 HOSTS = []
@@ -122,3 +122,11 @@ def test_a_class_that_is_no_cardcage_platform_has_no_adapter() -> None:
 
     with pytest.raises(InvalidPlatformClassError, match="not a cardcage platform class"):
         sglang_adapters.build_adapter(NotAPlatform)
+
+
+def test_a_custom_op_forward_reaches_no_host_when_none_runs() -> None:
+    # cardcage's CustomOp.register_oot_forward calls this for every registration; with no host's
+    # selection module imported it does nothing and imports no room.
+    assert not any(m.startswith("sglang") for m in sys.modules)
+    assert register_host_forward(object, fn=lambda op: op, platform_key="acme") is False
+    assert "cardcage.platforms.hosts.sglang.ops" not in sys.modules

@@ -86,6 +86,9 @@ def test_entry_points_use_the_documented_names_and_no_reserved_alias() -> None:
         ("sglang.multimodal_gen.plugins", ENTRY_POINT_NAME): (
             "cardcage_demo_cpu.diffusion.hooks:register"
         ),
+        # The vLLM section: the same activate() and register(), in vLLM's groups.
+        ("vllm.platform_plugins", ENTRY_POINT_NAME): "cardcage_demo_cpu:activate",
+        ("vllm.general_plugins", ENTRY_POINT_NAME): "cardcage_demo_cpu.hooks:register",
     }
     assert ENTRY_POINT_NAME not in RESERVED
 
@@ -103,10 +106,12 @@ def test_importing_and_activating_imports_neither_torch_nor_the_platform() -> No
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == PLATFORM_QUALNAME
-    # The host check (cardcage.platforms.host) is the only platform-side module it may import
+    # The host check (cardcage.platforms.host, with the rooms' index) is the only platform-side
+    # code it may import
     # (a set: a renamed copy of this template sorts its own modules elsewhere).
     assert set(imported) == {
         "cardcage.platforms",
         "cardcage.platforms.host",
+        "cardcage.platforms.hosts",  # the rooms' index; no host's room
         "cardcage_demo_cpu.envs",
     }

@@ -104,11 +104,13 @@ def test_importing_and_activating_imports_no_torch_runtime_or_platform() -> None
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == PLATFORM_QUALNAME
-    # The host check (cardcage.platforms.host) is the only platform-side module it may import
+    # The host check (cardcage.platforms.host, with the rooms' index) is the only platform-side
+    # code it may import
     # (a set: a renamed copy of this template sorts its own modules elsewhere).
     assert set(imported) == {
         "cardcage.platforms",
         "cardcage.platforms.host",
+        "cardcage.platforms.hosts",  # the rooms' index; no host's room
         "cardcage_demo_cpu.diffusion",
         "cardcage_demo_cpu.envs",
     }

@@ -39,6 +39,7 @@ pytestmark = pytest.mark.torch
 OVERRIDE = "SGLANG_DIFFUSION_PLATFORM_OVERRIDE"
 SILU = f"{SiluAndMul.__module__}.{SiluAndMul.__qualname__}"
 VENDOR_FORWARD = "cardcage_demo_cpu.diffusion.ops.rms_norm_forward"
+SILU_FORWARD = "cardcage_demo_cpu.diffusion.ops.silu_and_mul_forward"
 
 
 def _worker_start_up() -> None:
@@ -93,9 +94,10 @@ def test_the_applied_hook_records_which_forward_each_op_got(
     silu(torch.ones(1, 8))
     assert set(EVIDENCE.keys("dispatch")) == {
         f"{RMS_NORM} -> {VENDOR_FORWARD}",
-        f"{SILU} -> forward_oot",
+        f"{SILU} -> {SILU_FORWARD}",
     }
     assert EVIDENCE.count("forward", RMS_NORM) == 1
+    assert EVIDENCE.count("forward", SILU) == 1
 
 
 def test_the_plugin_is_skipped_when_another_platform_is_selected(

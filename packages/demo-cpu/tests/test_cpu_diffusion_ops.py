@@ -1,5 +1,5 @@
-"""demo_cpu's RMSNorm forward: chosen by real ``CustomOp`` dispatch after ``init_backend()``,
-equal to ``forward_native()``, and counted."""
+"""demo_cpu's RMSNorm and SiluAndMul forwards: chosen by real ``CustomOp`` dispatch after
+``init_backend()``, equal to ``forward_native()``, and counted."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ import torch
 from cpu_diffusion_support import clean_diffusion
 
 from cardcage.diffusion.runtime.layers.activation import SiluAndMul
+from cardcage.diffusion.runtime.layers.custom_op import CustomOp
 from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 from cardcage.diffusion.runtime.platforms import get_current_platform, initialize_current_platform
 from cardcage.diffusion.runtime.platforms.testing import set_current_platform
 from cardcage_demo_cpu.diffusion import ENTRY_POINT_NAME
 from cardcage_demo_cpu.diffusion.evidence import EVIDENCE
-from cardcage_demo_cpu.diffusion.ops import RMS_NORM, rms_norm_forward
+from cardcage_demo_cpu.diffusion.ops import (
+    RMS_NORM,
+    SILU_AND_MUL,
+    rms_norm_forward,
+    silu_and_mul_forward,
+)
 from cardcage_demo_cpu.diffusion.platform import DemoCpuPlatform
 
 __all__ = ["clean_diffusion"]  # the autouse fixture, imported so pytest finds it
@@ -108,8 +114,43 @@ def test_the_vendor_forward_runs_under_inference_mode(worker: DemoCpuPlatform) -
     assert out.is_inference()
 
 
-def test_ops_without_a_vendor_forward_fall_back_to_forward_oot(worker: DemoCpuPlatform) -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(3, 16), (2, 5, 128)])
+def test_silu_and_mul_dispatches_to_the_vendor_forward_and_equals_forward_native(
+    worker: DemoCpuPlatform, dtype: torch.dtype, shape: tuple[int, ...]
+) -> None:
     op = SiluAndMul()
+    assert getattr(op._forward_method, "func", None) is silu_and_mul_forward
+    x = (torch.randn(shape, generator=torch.Generator().manual_seed(2)) * 3).to(dtype)
+    before = x.clone()
+    out = op(x)
+    # The same operations in the same order as forward_native(): equal, not just close.
+    assert out.dtype == dtype
+    assert out.shape == (*shape[:-1], shape[-1] // 2)
+    assert torch.equal(out, op.forward_native(x))
+    assert torch.equal(x, before)
+    assert EVIDENCE.count("forward", SILU_AND_MUL) == 1
+
+
+def test_silu_and_mul_keeps_forward_natives_contract(worker: DemoCpuPlatform) -> None:
+    op = SiluAndMul()
+    with pytest.raises(ValueError, match="needs an even last dimension, got 7"):
+        op(torch.ones(2, 7))
+    x = torch.randn(4, 8, requires_grad=True)
+    op(x).sum().backward()  # in place on SiLU's output, which its backward does not read
+    reference = x.detach().clone().requires_grad_(True)
+    op.forward_native(reference).sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad, reference.grad)
+
+
+class Doubler(CustomOp):
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_ops_without_a_vendor_forward_fall_back_to_forward_oot(worker: DemoCpuPlatform) -> None:
+    op = Doubler()
     x = torch.randn(3, 8)
     assert op._forward_method == op.forward_oot
     torch.testing.assert_close(op(x), op.forward_native(x))

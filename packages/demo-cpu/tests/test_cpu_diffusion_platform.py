@@ -23,7 +23,7 @@ from cardcage.diffusion.runtime.platforms import (
 from cardcage.diffusion.runtime.platforms.policy import diffusion_policy
 from cardcage.diffusion.runtime.platforms.probes import DiffusionProbes
 from cardcage.diffusion.runtime.platforms.testing import use_probes
-from cardcage.platforms.device_mixin import CpuArchEnum
+from cardcage.platforms.device_mixin import CpuArchEnum, PlatformEnum
 from cardcage.platforms.errors import PlatformUnavailableError
 from cardcage.platforms.selection import load_platform_class
 from cardcage_demo_cpu.diffusion import ENTRY_POINT_NAME, PLATFORM_QUALNAME
@@ -109,7 +109,13 @@ def test_opting_out_while_naming_demo_cpu_is_a_startup_error(
 # -- the Active contract ----------------------------------------------------------------------
 def test_identity_is_out_of_tree_with_the_cpu_dispatcher_key(platform: DemoCpuPlatform) -> None:
     assert platform.is_out_of_tree()
-    assert not platform.is_cpu()
+    assert platform._enum is PlatformEnum.OOT
+    # CPU-like: the identity predicates answer as the built-in CPU platform's.
+    assert DemoCpuPlatform.behaves_as is PlatformEnum.CPU
+    assert platform.is_cpu()
+    assert not (platform.is_cuda())
+    assert not (platform.is_cuda_alike())
+    assert not (platform.is_rocm())
     assert (platform.device_name, platform.device_type) == ("demo_cpu", "cpu")
     assert platform.get_torch_library_dispatch_key() == "CPU"
     assert platform.get_dispatch_key_name() == ENTRY_POINT_NAME

@@ -104,11 +104,13 @@ def test_activate_imports_no_torch_and_no_runtime() -> None:
     ).stdout
     qualname, imported = json.loads(out)
     assert qualname == (PLATFORM_QUALNAME if NVIDIA_GPU else None)
-    # The host check (cardcage.platforms.host) is the only platform-side module it may import
+    # The host check (cardcage.platforms.host, with the rooms' index) is the only platform-side
+    # code it may import
     # (a set: a renamed copy of this template sorts its own modules elsewhere).
     assert set(imported) == {
         "cardcage.platforms",
         "cardcage.platforms.host",
+        "cardcage.platforms.hosts",  # the rooms' index; no host's room
         "cardcage_demo_cuda._nvml",
         "cardcage_demo_cuda.diffusion",
     }

@@ -357,3 +357,41 @@ def test_importing_layers_does_not_resolve_the_platform() -> None:
         "assert 'cardcage.diffusion.runtime.platforms.current' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- op names, and the hand-off to a host ------------------------------------------------------
+def test_the_built_in_ops_carry_sglangs_names() -> None:
+    assert (RMSNorm.name, SiluAndMul.name) == ("rms_norm", "silu_and_mul")
+    assert CustomOp.op_registry["rms_norm"] is RMSNorm
+    assert CustomOp.op_registry["silu_and_mul"] is SiluAndMul
+    assert NativeOp.name is None  # never registered
+
+
+def test_a_name_names_one_class() -> None:
+    CustomOp.register("cc_test_unique_name")(NativeOp)
+    try:
+        CustomOp.register("cc_test_unique_name")(NativeOp)  # the same class again: fine
+        with pytest.raises(ValueError, match="'cc_test_unique_name' is already registered"):
+            CustomOp.register("cc_test_unique_name")(DeviceOp)
+        with pytest.raises(ValueError, match="the op name must be a non-empty string"):
+            CustomOp.register("  ")
+        with pytest.raises(TypeError, match="decorates a CustomOp subclass"):
+            CustomOp.register("cc_test_not_an_op")(int)  # type: ignore[type-var]
+    finally:
+        del CustomOp.op_registry["cc_test_unique_name"]
+        del NativeOp.name
+
+
+def test_under_cardcage_a_registration_reaches_no_host() -> None:
+    # No host's selection module is imported: the hand-off does nothing, and dispatch is the
+    # same as before (the rungs above).
+    code = (
+        "import sys\n"
+        "from cardcage.diffusion.runtime.layers.custom_op import CustomOp\n"
+        "from cardcage.diffusion.runtime.layers.layernorm import RMSNorm\n"
+        "CustomOp.register_oot_forward(RMSNorm, fn=lambda op, x: x, platform_key='k')\n"
+        "assert not [m for m in sys.modules if m.startswith('sglang')]\n"
+        "assert 'cardcage.platforms.hosts.sglang' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -158,3 +158,25 @@ def test_activate_touching_current_platform_is_reported(
     monkeypatch.setenv("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", "vendor_a")
     with on_sys_path(site), pytest.raises(PlatformActivationError, match="being resolved"):
         platforms.get_current_platform()
+
+
+@pytest.mark.parametrize(
+    ("member", "static"),
+    [(PlatformEnum.CPU, (False, False)), (PlatformEnum.CUDA, (True, False)),
+     (PlatformEnum.ROCM, (False, True))],
+    ids=lambda v: getattr(v, "name", ""),
+)  # fmt: skip
+def test_a_declared_identity_answers_the_static_predicates_too(
+    member: PlatformEnum, static: tuple[bool, bool]
+) -> None:
+    cls = type(
+        "Declared",
+        (Platform,),
+        {"_enum": PlatformEnum.OOT, "behaves_as": member, "device_name": "d", "device_type": "d"},
+    )
+    assert (cls.is_cuda_static(), cls.is_rocm_static()) == static
+    platform = cls()
+    assert platform.is_out_of_tree()
+    assert platform._enum is PlatformEnum.OOT
+    assert platform.is_hip() is (member is PlatformEnum.ROCM)
+    assert platform.is_cpu() is (member is PlatformEnum.CPU)

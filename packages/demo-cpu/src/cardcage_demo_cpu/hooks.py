@@ -24,6 +24,22 @@ so ``register()`` first checks that SGLang selected this distribution's platform
   first when a server runs out of memory or leaves it idle; the hook logs it at INFO. It runs on
   any machine, without a model, which is why the template uses it.
 
+Under vLLM 0.33 (its ``load_general_plugins()`` runs it, in every process vLLM starts; vLLM has
+no hook registry, so cardcage applies each hook the moment it is registered, in deferred mode).
+vLLM runs the general plugins of every installed distribution, so ``register()`` first checks
+that vLLM selected this distribution's platform (``selected_by_vllm``):
+
+* ``vllm.utils.import_utils.resolve_obj_by_qualname``: every class vLLM resolves by name (the
+  platform, the attention backend ``get_attn_backend_cls()`` names, the worker class
+  ``check_and_update_config()`` sets), logged at INFO: the answers of the vLLM section
+  (``cardcage_demo_cpu.vllm_section``) as vLLM uses them. vLLM's modules import the function
+  with ``from ... import``; cardcage rebinds those copies too.
+
+``register()`` is decorated with ``cardcage.hooks.host.general_plugin``: vLLM does not catch a
+raising ``register()``, and the decorator gives it cardcage's failure policy there (this
+distribution supplies the selected platform, so its failure aborts start-up with
+``PluginLoadError``, naming plugin, distribution and fix).
+
 Only what the platform interface cannot do belongs here: device set-up goes in
 ``init_backend()``, argument defaults in ``apply_server_args_defaults()``.
 
@@ -40,9 +56,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cardcage.hooks.host import Host, plugin_host
+from cardcage.hooks.host import Host, general_plugin, plugin_host
 from cardcage.hooks.registry import HookRegistry, HookType
-from cardcage.platforms.host import selected_by_sglang
+from cardcage.platforms.host import selected_by_sglang, selected_by_vllm
 
 from . import PLATFORM_QUALNAME
 
@@ -51,6 +67,7 @@ __all__ = [
     "RESCAN",
     "SGLANG_DEVICE_MEMORY",
     "STATS",
+    "VLLM_RESOLVE",
     "CallStats",
     "TargetStats",
     "register",
@@ -62,6 +79,8 @@ PLATFORM_ACCESS = "cardcage.platforms.current.get_current_platform"
 RESCAN = "cardcage.hooks.snapshot.refresh"
 #: The hook target when SGLang 0.5.23 hosts the plugin.
 SGLANG_DEVICE_MEMORY = "sglang.srt.utils.common.get_device_memory_capacity"
+#: The hook target when vLLM 0.33 hosts the plugin.
+VLLM_RESOLVE = "vllm.utils.import_utils.resolve_obj_by_qualname"
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,13 @@ def time_device_memory_query(original: Callable[..., Any], *args: Any, **kwargs:
     return capacity
 
 
+def time_vllm_resolve(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND vLLM's ``resolve_obj_by_qualname``: count, time and log what vLLM resolved."""
+    resolved = _timed(VLLM_RESOLVE, original, *args, **kwargs)
+    logger.info("vLLM resolved %s", args[0] if args else kwargs.get("qualname"))
+    return resolved
+
+
 _HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
     (PLATFORM_ACCESS, time_platform_access),
     (RESCAN, time_rescan),
@@ -146,11 +172,25 @@ _HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
 _SGLANG_HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = (
     (SGLANG_DEVICE_MEMORY, time_device_memory_query),
 )
+_VLLM_HOOKS: tuple[tuple[str, Callable[..., Any]], ...] = ((VLLM_RESOLVE, time_vllm_resolve),)
 
 
+@general_plugin
 def register() -> None:
     """Register the hooks of the host that runs this plugin (idempotent under cardcage)."""
-    if plugin_host() is Host.SGLANG:
+    host = plugin_host()
+    if host is Host.VLLM:
+        # vLLM runs every installed distribution's general plugins: only the selected one's hooks.
+        if not selected_by_vllm(PLATFORM_QUALNAME):
+            logger.info("%s is not vLLM's selected platform: no hooks registered", __package__)
+            return
+        # vLLM has no registry: cardcage applies each hook as it is registered, attributed to
+        # this plugin. vLLM's loader runs once per process: nothing to de-duplicate.
+        for target, hook in _VLLM_HOOKS:
+            HookRegistry.register(target, hook, HookType.AROUND)
+        logger.debug("registered %d observability hooks under vLLM", len(_VLLM_HOOKS))
+        return
+    if host is Host.SGLANG:
         # SGLang runs the general plugins of every platform distribution unless SGLANG_PLATFORM
         # names one; hooks that belong to this platform stay out when another one was selected.
         if not selected_by_sglang(PLATFORM_QUALNAME):

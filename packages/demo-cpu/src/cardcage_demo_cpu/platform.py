@@ -52,6 +52,9 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
     )
     #: Quantization methods ``verify_quantization`` accepts; none have CPU kernels here.
     supported_quantization: tuple[str, ...] = ()
+    #: [vLLM section] What only vLLM asks (attention backend, worker class, dispatch key): a
+    #: class imported only when vLLM hosts this platform. Everything else here serves both hosts.
+    vllm_section = "cardcage_demo_cpu.vllm_section:DemoCpuVllmSection"
 
     def __init__(self) -> None:
         super().__init__()

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         SGLangPluginLoadError,
         TargetsSGLangError,
     )
-    from .host import Host, plugin_host
+    from .host import Host, general_plugin, plugin_host
     from .loader import (
         GENERAL_PLUGINS_GROUP,
         PLATFORM_PLUGINS_GROUP,
@@ -86,6 +86,7 @@ _EXPORTS = {
     "PluginLoadError": "errors",
     "RuntimeRegistrationError": "errors",
     "Host": "host",
+    "general_plugin": "host",
     "plugin_host": "host",
     "SGLangPluginLoadError": "errors",
     "TargetsSGLangError": "errors",
@@ -150,6 +151,7 @@ __all__ = [
     "entry_point_snapshot",
     "execute_plugin_callbacks",
     "format_source",
+    "general_plugin",
     "get_runtime",
     "load_plugins",
     "load_plugins_by_group",

@@ -1,8 +1,9 @@
-"""Which runtime is hosting the plugin code that runs now: cardcage's, or SGLang 0.5.23's.
+"""Which runtime is hosting the plugin code that runs now: cardcage's, SGLang's or vLLM's.
 
-A vendor distribution built on cardcage is a plugin for two hosts at once (DESIGN §8): cardcage's
-own runtimes, and SGLang 0.5.23, whose selection and loader call the same entry points. The two
-hosts announce themselves differently, and this module reads every signal without importing
+A vendor distribution built on cardcage is a plugin for three hosts at once (DESIGN §8):
+cardcage's own runtimes, SGLang, whose selection and loader call the same entry points, and
+vLLM 0.33, whose loader calls the distribution's ``vllm.*`` entry points. The hosts announce
+themselves differently, and this module reads every signal without importing
 anything: cardcage's loader sets its plugin-source context variable around each plugin's import
 and ``register()``; every other host is asked through its room in ``cardcage.hooks.hosts``, and
 only once that host's own module is already in ``sys.modules``: a process that never imported
@@ -15,14 +16,16 @@ from __future__ import annotations
 
 import contextvars
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .hosts import hosting_source
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._model import HookSource
 
-__all__ = ["Host", "plugin_host", "sglang_plugin_source"]
+__all__ = ["Host", "general_plugin", "plugin_host", "sglang_plugin_source"]
 
 
 # cardcage's side of the signal: set by ``registry.plugin_source()`` around each plugin's import
@@ -37,13 +40,15 @@ class Host(enum.Enum):
 
     CARDCAGE = "cardcage"
     SGLANG = "sglang"
+    VLLM = "vllm"
 
 
 def plugin_host() -> Host | None:
     """Which host's general-plugin loader is running the current plugin callback.
 
     ``Host.CARDCAGE`` inside cardcage's loader (``load_plugins``, ``register_plugins``),
-    ``Host.SGLANG`` inside SGLang's (SRT ``load_plugins()`` or the diffusion one), None when no
+    ``Host.SGLANG`` inside SGLang's (SRT ``load_plugins()`` or the diffusion one), ``Host.VLLM``
+    inside vLLM's (``vllm.plugins.load_general_plugins()``), None when no
     loader is running a plugin (a test or a runtime registering hooks directly). A plugin's
     ``register()`` uses it to pick the targets of the host that runs it; ``HookRegistry.register``
     uses it to hand hooks to SGLang's registry when SGLang is the host.
@@ -59,3 +64,33 @@ def sglang_plugin_source() -> Any | None:
     ``cardcage.hooks.hosts.sglang``); nothing is imported when SGLang is not."""
     hosting = hosting_source()
     return hosting[1] if hosting is not None and hosting[0] == Host.SGLANG.value else None
+
+
+_F = TypeVar("_F", bound="Callable[..., Any]")
+
+
+def general_plugin(register: _F) -> _F:
+    """Give a general plugin's ``register()`` cardcage's failure policy under every host.
+
+    cardcage's loader and SGLang's catch a raising ``register()`` themselves; vLLM's does not
+    (start-up aborts, later plugins never run). Under a host whose room offers ``run_plugin``
+    (vLLM, ``cardcage.hooks.hosts.vllm``) the decorated function runs through it: a third-party
+    plugin's failure is logged and its hooks withdrawn, a failure of the selected platform's own
+    plugin raises ``PluginLoadError``. Elsewhere the call goes straight through.
+    """
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if _current_plugin_source.get() is None:
+            hosting = hosting_source()
+            if hosting is not None:
+                from .hosts import room
+
+                runner = getattr(room(hosting[0]), "run_plugin", None)
+                if runner is not None:
+                    return runner(lambda: register(*args, **kwargs), hosting[1])
+        return register(*args, **kwargs)
+
+    for name in ("__module__", "__name__", "__qualname__", "__doc__"):
+        setattr(run, name, getattr(register, name, None))
+    run.__wrapped__ = register  # type: ignore[attr-defined]
+    return run  # type: ignore[return-value]

@@ -68,7 +68,7 @@ from .snapshot import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterable, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 __all__ = [
     "GENERAL_PLUGINS_GROUP",
@@ -382,12 +382,38 @@ def load_plugins_by_group(
     if not eps:
         logger.debug("No plugins found for group %s.", group)
         return {}
+    survivors, ships_with_platform = _filter_plugins(
+        group, eps, profile, excluded_dists, fatal_dists, exclusion_reason, statuses
+    )
+    _check_duplicates(group, survivors)
+    survivors.sort(key=lambda ep: (_dist_key(ep) or "", ep.name))
+    owner = HookRegistry if registry is None else registry
+    loaded: dict[str, LoadedPlugin] = {}
+    for ep in survivors:
+        plugin = _import_plugin(ep, group, owner, statuses, fatal=ep.name in ships_with_platform)
+        if plugin is not None:
+            loaded[ep.name] = plugin
+    return loaded
+
+
+def _filter_plugins(
+    group: str,
+    eps: Sequence[PluginEntryPoint],
+    profile: RuntimeProfile,
+    excluded_dists: Collection[str] | None,
+    fatal_dists: Collection[str],
+    exclusion_reason: str,
+    statuses: list[PluginStatus] | None,
+) -> tuple[list[PluginEntryPoint], set[str]]:
+    """The entry points that pass the allowlist and the exclusion (``plugin_fate``), none of
+    them imported, and the names of those whose failure is fatal (they ship with the selected
+    platform)."""
     allowed = read_allowlist(profile)
     excluded = {normalize_dist_name(d) for d in excluded_dists or () if d}
     fatal = {normalize_dist_name(d) for d in fatal_dists if d}
     logger.debug("Available plugins for group %s:", group)
     survivors: list[PluginEntryPoint] = []
-    ships_with_platform: set[str] = set()  # survivors whose failure is fatal, by name
+    ships_with_platform: set[str] = set()
     debug = logger.isEnabledFor(logging.DEBUG)
     for ep in eps:
         if debug:
@@ -409,60 +435,80 @@ def load_plugins_by_group(
         survivors.append(ep)
         if fate == "fatal":
             ships_with_platform.add(ep.name)
-    _check_duplicates(group, survivors)
-    survivors.sort(key=lambda ep: (_dist_key(ep) or "", ep.name))
-    loaded: dict[str, LoadedPlugin] = {}
-    owner = HookRegistry if registry is None else registry
-    for ep in survivors:
-        source = HookSource(ep.name, ep.dist_name)
-        try:
-            with plugin_source(source):
-                callback = ep.load()
-            if not callable(callback):
-                raise TypeError(f"{ep.value} is a {type(callback).__name__}, which is not callable")
-        except Exception as exc:
-            # Hooks the module registered while importing belong to a plugin that is not loaded.
-            owner.discard_source(source)
-            sglang_module = missing_sglang_module(exc)
-            if sglang_module is not None:
-                # Written for SGLang's own runtime: say so, with both ways out, not a traceback.
-                _sglang_failure(
-                    statuses,
-                    ep.name,
-                    ep.dist_name,
-                    group,
-                    f"importing it ({ep.value})",
-                    exc,
-                    sglang_module,
-                    fatal=ep.name in ships_with_platform,
-                    status="failed-import",
-                    entry_point=ep,
-                )
-                continue
-            _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
-            if ep.name in ships_with_platform:
-                raise PluginLoadError(
-                    f"{format_plugin(ep.name, ep.dist_name).capitalize()} in group {group!r} "
-                    f"failed to import ({ep.value}): {type(exc).__name__}: {exc}. It ships with "
-                    "the selected platform, so the runtime cannot start without it: fix or "
-                    f"reinstall {ep.dist_name}, or select another platform.",
-                    group=group,
-                    plugin=ep.name,
-                    distribution=ep.dist_name,
-                ) from exc
-            logger.exception(
-                "Failed to load plugin %s from group %s (distribution %s): %s: %s; skipping it",
-                ep.name,
-                group,
-                ep.dist_name,
-                type(exc).__name__,
-                exc,
-            )
-            continue
-        loaded[ep.name] = LoadedPlugin(callback, ep.dist_name)
-        _record(statuses, ep, "loaded")
-        logger.debug("Loaded plugin %s from group %s", ep.name, group)
-    return loaded
+    return survivors, ships_with_platform
+
+
+def _import_plugin(
+    ep: PluginEntryPoint,
+    group: str,
+    owner: type[BaseHookRegistry],
+    statuses: list[PluginStatus] | None,
+    *,
+    fatal: bool,
+) -> LoadedPlugin | None:
+    """Import one plugin's callback under its source; None when it failed and is skipped."""
+    source = HookSource(ep.name, ep.dist_name)
+    try:
+        with plugin_source(source):
+            callback = ep.load()
+        if not callable(callback):
+            raise TypeError(f"{ep.value} is a {type(callback).__name__}, which is not callable")
+    except Exception as exc:
+        # Hooks the module registered while importing belong to a plugin that is not loaded.
+        owner.discard_source(source)
+        _import_failed(ep, group, exc, statuses, fatal=fatal)
+        return None
+    _record(statuses, ep, "loaded")
+    logger.debug("Loaded plugin %s from group %s", ep.name, group)
+    return LoadedPlugin(callback, ep.dist_name)
+
+
+def _import_failed(
+    ep: PluginEntryPoint,
+    group: str,
+    exc: Exception,
+    statuses: list[PluginStatus] | None,
+    *,
+    fatal: bool,
+) -> None:
+    """The failure policy for a plugin that did not import: raise when it ships with the
+    selected platform, otherwise log it with its traceback and go on."""
+    sglang_module = missing_sglang_module(exc)
+    if sglang_module is not None:
+        # Written for SGLang's own runtime: say so, with both ways out, not a traceback.
+        _sglang_failure(
+            statuses,
+            ep.name,
+            ep.dist_name,
+            group,
+            f"importing it ({ep.value})",
+            exc,
+            sglang_module,
+            fatal=fatal,
+            status="failed-import",
+            entry_point=ep,
+        )
+        return
+    _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
+    if fatal:
+        raise PluginLoadError(
+            f"{format_plugin(ep.name, ep.dist_name).capitalize()} in group {group!r} "
+            f"failed to import ({ep.value}): {type(exc).__name__}: {exc}. It ships with "
+            "the selected platform, so the runtime cannot start without it: fix or "
+            f"reinstall {ep.dist_name}, or select another platform.",
+            group=group,
+            plugin=ep.name,
+            distribution=ep.dist_name,
+        ) from exc
+    logger.error(
+        "Failed to load plugin %s from group %s (distribution %s): %s: %s; skipping it",
+        ep.name,
+        group,
+        ep.dist_name,
+        type(exc).__name__,
+        exc,
+        exc_info=exc,
+    )
 
 
 def _record(
@@ -793,7 +839,7 @@ def apply_registered_hooks(
                 _enforce_failure_policy(report, registry, profile, choice, use_strict)
 
             registry.set_deferred_failure_handler(on_deferred)
-        report = registry.apply(deferred=use_deferred)
+        report = registry.apply(deferred=use_deferred, warn=False)  # the policy reports
         state.report.apply = report
         _enforce_failure_policy(report, registry, profile, choice, use_strict)
 

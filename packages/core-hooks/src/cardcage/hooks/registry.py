@@ -235,7 +235,10 @@ class BaseHookRegistry:
     ) -> None:
         """Register ``hook`` on ``target``; it takes effect at the next ``apply()``.
 
-        The source defaults to the plugin whose import or ``register()`` is running.
+        The source defaults to the plugin whose import or ``register()`` is running. Inside a
+        host's loader the hook goes to that host's registry (``host_registries``); under a host
+        with none (vLLM) it stays here and is applied at once, in deferred mode
+        (``cardcage.hooks.hosts``).
         """
         if not isinstance(hook_type, HookType):
             raise HookRegistrationError(
@@ -259,16 +262,19 @@ class BaseHookRegistry:
             )
         path = parse_target(target)
         resolved = source if source is not None else _current_plugin_source.get()
-        if resolved is None and cls.host_registries:
+        keeper = None  # the room of a host without a registry, which applies this hook itself
+        if resolved is None:
             hosting = hosting_source()
-            host_registry = cls.host_registries.get(hosting[0]) if hosting else None
-            if hosting is not None and host_registry is not None:
+            if hosting is not None:
                 from .hosts import room
 
-                room(hosting[0]).register(
-                    host_registry, path.dotted, hook, hook_type.name, hosting[1]
-                )
-                return
+                host_room = room(hosting[0])
+                host_registry = cls.host_registries.get(hosting[0])
+                if host_registry is not None:
+                    host_room.register(host_registry, path.dotted, hook, hook_type.name, hosting[1])
+                    return
+                if getattr(host_room, "KEEPS_HOOKS", False):
+                    resolved, keeper = hosting[1], host_room
         record = HookRecord(hook_type, hook, resolved)
         with cls._lock:
             records = cls._hooks.setdefault(path.text, [])
@@ -296,6 +302,8 @@ class BaseHookRegistry:
         logger.debug(
             "Registered %s hook on %s [%s]", hook_type.name, path.text, format_source(resolved)
         )
+        if keeper is not None:
+            keeper.adopt(cls, resolved)
 
     @classmethod
     def discard_source(cls, source: HookSource) -> int:
@@ -370,13 +378,17 @@ class BaseHookRegistry:
         propagate: bool | Sequence[str] = True,
         deferred: bool = False,
         targets: Sequence[str] | None = None,
+        warn: bool = True,
     ) -> ApplyReport:
         """Patch every target that has unapplied hooks and report what happened.
 
         ``propagate`` rebinds stale module-level aliases of patched objects: True for every
         module, False for none, or a sequence of module prefixes to limit the pass. ``deferred``
         never imports: targets whose module is not imported yet are patched on its first import.
-        ``strict`` raises ``HookApplyError`` if any target failed (after applying the others).
+        ``strict`` raises ``HookApplyError`` if any target failed (after applying the others);
+        otherwise a failure is logged and issued as a ``HookApplyWarning`` from the caller's
+        line, unless ``warn`` is False: a caller that applies its own failure policy to the
+        report (cardcage's loader, early patches) reports failures itself.
         """
         scope: tuple[str, ...] | None
         if propagate is True:
@@ -391,7 +403,8 @@ class BaseHookRegistry:
         if report.failed:
             if strict:
                 raise _apply_error(report.failed, records)
-            _warn_unapplied(report.failed, records)
+            if warn:
+                _warn_unapplied(report.failed, records)
         return report
 
     @classmethod

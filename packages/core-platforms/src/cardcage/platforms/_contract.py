@@ -18,7 +18,7 @@ calls the method:
   (``LegacyCapabilities``), so both hosts see the override's answer.
 
 cardcage's own classes (modules under ``cardcage.platforms``) are exempt from the warnings, and
-the SGLang adapters (``cardcage.platforms.hosts.sglang.adapter``) from the whole check: they are
+each host's adapters (``cardcage.platforms.hosts.<host>.adapter``) from the whole check: they are
 built from a class that passed it. Import-safe: stdlib modules that are already loaded.
 """
 
@@ -53,7 +53,8 @@ __all__ = [
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _OWN_MODULES = "cardcage.platforms."
-_ADAPTERS_MODULE = "cardcage.platforms.hosts.sglang.adapter"
+# Each host's adapters (``cardcage.platforms.hosts.<host>.adapter``) are built from a checked class.
+_ADAPTERS_PREFIX = "cardcage.platforms.hosts."
 
 
 class Deprecation:
@@ -534,7 +535,7 @@ def _map_capability_methods(cls: type, base: type) -> None:
 
 def check_platform_class(cls: type, base: type) -> None:
     """The class-definition check of ``SRTPlatform`` subclass ``cls`` (see the module doc)."""
-    if cls.__module__ == _ADAPTERS_MODULE:
+    if cls.__module__.startswith(_ADAPTERS_PREFIX):
         return
     for name, member in vars(base).items():
         if isinstance(member, types.FunctionType) and not name.startswith("_"):

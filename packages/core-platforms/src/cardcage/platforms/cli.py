@@ -201,6 +201,8 @@ def _render_runtime_platform(report: RuntimePlatform, verbose: int) -> str:
         "How:",
         _wrap(_how(report)),
     ]
+    for host in report.hosts:  # what the installed SGLang release does with this choice
+        lines += ["Inside SGLang:", _wrap(host.detail.rstrip(".") + ".")]
     if sel.candidates:
         lines += ["", "Candidates, in the order they were considered:"]
         lines.append(
@@ -420,6 +422,10 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
                 subsequent_indent="  ",
             )
         )
+    for host in report.hosts:
+        first, last = host.supported_range
+        support = "supported" if host.supported else f"NOT supported: read as {host.release}"
+        lines.append(f"Host: SGLang {host.version} installed ({support}; range {first} - {last})")
     for f in report.findings:
         where = f" [{f.group}]" if f.group else ""
         lines += [

@@ -16,7 +16,7 @@ import enum
 import platform as _platform
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -88,37 +88,56 @@ class DeviceMixin:
     _enum: PlatformEnum = PlatformEnum.UNSPECIFIED
     device_name: str = "unknown"
     device_type: str = "cpu"
+    #: The built-in platform this one behaves as in the identity predicates (``is_cpu()``,
+    #: ``is_cuda()``, ``is_rocm()``, ``is_cuda_alike()``, ...), while ``_enum`` stays ``OOT`` and
+    #: ``is_out_of_tree()`` True: ``PlatformEnum.CPU``, ``CUDA`` or ``ROCM``; None (the default)
+    #: answers from ``_enum``. Checked when the class is defined (``cardcage.platforms.identity``).
+    behaves_as: ClassVar[PlatformEnum | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check the declared identity as the class is defined (``PlatformIdentityError``)."""
+        super().__init_subclass__(**kwargs)
+        if cls.behaves_as is not None:
+            from .identity import check_identity
+
+            check_identity(cls)
+
+    def _identity(self) -> PlatformEnum:
+        """What the identity predicates answer for: ``behaves_as``, else ``_enum``."""
+        declared = self.behaves_as
+        return self._enum if declared is None else declared
 
     # -- identity ---------------------------------------------------------------------------
     def is_cuda(self) -> bool:
-        return self._enum is PlatformEnum.CUDA
+        return self._identity() is PlatformEnum.CUDA
 
     def is_rocm(self) -> bool:
-        return self._enum is PlatformEnum.ROCM
+        return self._identity() is PlatformEnum.ROCM
 
     def is_cpu(self) -> bool:
-        return self._enum is PlatformEnum.CPU
+        return self._identity() is PlatformEnum.CPU
 
     def is_xpu(self) -> bool:
-        return self._enum is PlatformEnum.XPU
+        return self._identity() is PlatformEnum.XPU
 
     def is_musa(self) -> bool:
-        return self._enum is PlatformEnum.MUSA
+        return self._identity() is PlatformEnum.MUSA
 
     def is_npu(self) -> bool:
-        return self._enum is PlatformEnum.NPU
+        return self._identity() is PlatformEnum.NPU
 
     def is_tpu(self) -> bool:
-        return self._enum is PlatformEnum.TPU
+        return self._identity() is PlatformEnum.TPU
 
     def is_mps(self) -> bool:
-        return self._enum is PlatformEnum.MPS
+        return self._identity() is PlatformEnum.MPS
 
     def is_cuda_alike(self) -> bool:
         """True for platforms with a CUDA-like API: CUDA, ROCm and MUSA."""
-        return self._enum in (PlatformEnum.CUDA, PlatformEnum.ROCM, PlatformEnum.MUSA)
+        return self._identity() in (PlatformEnum.CUDA, PlatformEnum.ROCM, PlatformEnum.MUSA)
 
     def is_out_of_tree(self) -> bool:
+        """True for every external platform, whatever built-in it behaves as (``_enum`` only)."""
         return self._enum is PlatformEnum.OOT
 
     # -- Active device operations -------------------------------------------------------------

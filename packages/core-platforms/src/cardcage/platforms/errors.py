@@ -22,6 +22,7 @@ __all__ = [
     "PlatformContractError",
     "PlatformDeprecationWarning",
     "PlatformError",
+    "PlatformIdentityError",
     "PlatformNotFoundError",
     "PlatformReentrancyError",
     "PlatformUnavailableError",
@@ -210,7 +211,14 @@ class PlatformContractError(PlatformError, TypeError):
     """
 
     def __init__(
-        self, *, platform_class: str, owner: str, member: str, problem: str, fix: str
+        self,
+        *,
+        platform_class: str,
+        owner: str,
+        member: str,
+        problem: str,
+        fix: str,
+        distribution: str | None = None,
     ) -> None:
         self.platform_class = platform_class
         self.owner = owner
@@ -220,7 +228,38 @@ class PlatformContractError(PlatformError, TypeError):
         where = f"{owner}.{member}" + (
             f" (inherited by {platform_class})" if owner != platform_class else ""
         )
-        super().__init__(f"{where}: {problem} {fix}")
+        if distribution:
+            where += f" in distribution {distribution}"
+        super().__init__(f"{where}: {problem} {fix}", distribution=distribution)
+
+
+class PlatformIdentityError(PlatformContractError, ValueError):
+    """A platform class declares an identity (``behaves_as``) it cannot have.
+
+    Raised while the class statement runs (``DeviceMixin.__init_subclass__``, through
+    ``cardcage.platforms.identity.check_identity``): a value that is not one of the built-ins a
+    platform can behave as (``identity.BEHAVES_AS``), or one that contradicts the class's own
+    built-in ``_enum``. ``distribution`` names the installed distribution that ships the class,
+    when one does.
+    """
+
+    def __init__(
+        self,
+        *,
+        platform_class: str,
+        owner: str,
+        problem: str,
+        fix: str,
+        distribution: str | None = None,
+    ) -> None:
+        super().__init__(
+            platform_class=platform_class,
+            owner=owner,
+            member="behaves_as",
+            problem=problem,
+            fix=fix,
+            distribution=distribution,
+        )
 
 
 class OutOfTreeImplementationError(PlatformError, NotImplementedError):

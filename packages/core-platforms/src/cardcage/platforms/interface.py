@@ -177,6 +177,14 @@ class SRTPlatform(DeviceMixin):
     #: SGLang 0.5.23's counterpart of this base: what ``cardcage.platforms.hosts.sglang.adapter``
     #: subclasses when SGLang hosts the platform (DESIGN §8). Not for vendors to change.
     sglang_base_class: ClassVar[str] = "sglang.srt.platforms.interface:SRTPlatform"
+    #: vLLM 0.33's counterpart of this base, what ``cardcage.platforms.hosts.vllm.adapter``
+    #: subclasses when vLLM hosts the platform. Not for vendors to change.
+    vllm_base_class: ClassVar[str] = "vllm.platforms.interface:Platform"
+    #: The vendor's vLLM section: ``"module:Class"`` of a class holding what only vLLM asks
+    #: (``get_attn_backend_cls``, ``check_and_update_config``, ``dispatch_key``, ...). Imported
+    #: only when vLLM hosts the platform, so it may import vLLM; its names win over every other
+    #: answer in the vLLM adapter. None: vLLM's base answers every vLLM-only name.
+    vllm_section: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Check the contract as the class is defined (``cardcage.platforms._contract``)."""

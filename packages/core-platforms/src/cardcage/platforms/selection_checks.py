@@ -409,38 +409,17 @@ def _activation_failed(
     policy: SelectionPolicy, ep: PluginEntryPoint, considered: bool, step: str, exc: BaseException
 ) -> Finding:
     """Importing the entry point (``step="import"``) or calling ``activate()`` raised."""
-    from cardcage.hooks.errors import missing_sglang_module, targets_sglang_problem
+    from cardcage.hooks.errors import missing_sglang_module
 
-    from .errors import PlatformActivationError, SGLangPlatformActivationError
-    from .findings import Finding, describe_ep, ep_dist
-
-    profile = policy.profile
-    group = profile.platform_group
-    severity, when = _severity(considered)
-    dist = ep.dist_name or ep.value
     sglang_module = missing_sglang_module(exc)
     if sglang_module is not None:
-        subject = "Platform plugin"
-        fix = sglang_fix(policy, ep)
-        error: BaseException = SGLangPlatformActivationError(
-            targets_sglang_problem(
-                f"{subject} {who(ep)}",
-                f"importing it ({ep.value})" if step == "import" else "its activate()",
-                sglang_module,
-                exc,
-            ),
-            fix,
-            group=group,
-            plugin=ep.name,
-            distribution=ep.dist_name,
-            sglang_module=sglang_module,
-        )
-        error.__cause__ = exc
-        what = f"importing its entry point ({ep.value})" if step == "import" else "its activate()"
-        problem = targets_sglang_problem(f"{subject} {describe_ep(ep)}", what, sglang_module, exc)
-        return _sglang_finding(
-            severity, f"{problem} Platform selection aborts {when}.", fix, group, ep, exc, error
-        )
+        return _activation_needs_sglang(policy, ep, considered, step, exc, sglang_module)
+    from .errors import PlatformActivationError
+    from .findings import Finding, ep_dist
+
+    profile = policy.profile
+    severity, when = _severity(considered)
+    dist = ep.dist_name or ep.value
     happened = (
         f"could not be imported ({ep.value}): {_exc_line(exc)}"
         if step == "import"
@@ -450,47 +429,93 @@ def _activation_failed(
         f"Platform plugin {who(ep)} {happened}. Startup stops here rather than fall back to a "
         "built-in platform, which would run the work on the wrong hardware. Fix or uninstall "
         f"{dist}, or select another platform with {profile.selector_env}.",
-        group=group,
+        group=profile.platform_group,
         plugin=ep.name,
         distribution=ep.dist_name,
     )
     error.__cause__ = exc
-    if step == "import":
-        return Finding(
-            code="platform-import-failed",
-            severity=severity,
-            message=(
-                f"Platform plugin {describe_ep(ep)}: importing its entry point ({ep.value}) "
-                f"raised {_exc_line(exc)}, so its activate() was never called. Platform "
-                f"selection aborts {when}."
-            ),
-            fix=(
-                f"Fix or reinstall {dist} (pip install --force-reinstall {dist}), or uninstall "
-                "it; the entry point's module must import on any machine, with or without its "
-                "hardware."
-            ),
-            group=group,
-            plugin=ep.name,
-            distributions=(ep_dist(ep),),
-            traceback=_tb(exc),
-            error=error,
-        )
+    code, message, fix = (
+        _import_failed_text(ep, exc, when, dist)
+        if step == "import"
+        else _activate_raised_text(ep, exc, when, dist)
+    )
     return Finding(
-        code="platform-activation-failed",
+        code=code,
         severity=severity,
-        message=(
-            f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc)}. "
-            f"Platform selection aborts {when}."
-        ),
-        fix=(
-            f"Fix or uninstall {dist}; activate() must return None when its hardware is absent, "
-            "never raise."
-        ),
-        group=group,
+        message=message,
+        fix=fix,
+        group=profile.platform_group,
         plugin=ep.name,
         distributions=(ep_dist(ep),),
         traceback=_tb(exc),
         error=error,
+    )
+
+
+def _import_failed_text(
+    ep: PluginEntryPoint, exc: BaseException, when: str, dist: str
+) -> tuple[str, str, str]:
+    from .findings import describe_ep
+
+    return (
+        "platform-import-failed",
+        f"Platform plugin {describe_ep(ep)}: importing its entry point ({ep.value}) raised "
+        f"{_exc_line(exc)}, so its activate() was never called. Platform selection aborts "
+        f"{when}.",
+        f"Fix or reinstall {dist} (pip install --force-reinstall {dist}), or uninstall it; the "
+        "entry point's module must import on any machine, with or without its hardware.",
+    )
+
+
+def _activate_raised_text(
+    ep: PluginEntryPoint, exc: BaseException, when: str, dist: str
+) -> tuple[str, str, str]:
+    from .findings import describe_ep
+
+    return (
+        "platform-activation-failed",
+        f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc)}. Platform "
+        f"selection aborts {when}.",
+        f"Fix or uninstall {dist}; activate() must return None when its hardware is absent, "
+        "never raise.",
+    )
+
+
+def _activation_needs_sglang(
+    policy: SelectionPolicy,
+    ep: PluginEntryPoint,
+    considered: bool,
+    step: str,
+    exc: BaseException,
+    sglang_module: str,
+) -> Finding:
+    """A platform plugin written for SGLang's own runtime, where SGLang is not installed."""
+    from cardcage.hooks.errors import targets_sglang_problem
+
+    from .errors import SGLangPlatformActivationError
+    from .findings import describe_ep
+
+    group = policy.profile.platform_group
+    severity, when = _severity(considered)
+    fix = sglang_fix(policy, ep)
+    error = SGLangPlatformActivationError(
+        targets_sglang_problem(
+            f"Platform plugin {who(ep)}",
+            f"importing it ({ep.value})" if step == "import" else "its activate()",
+            sglang_module,
+            exc,
+        ),
+        fix,
+        group=group,
+        plugin=ep.name,
+        distribution=ep.dist_name,
+        sglang_module=sglang_module,
+    )
+    error.__cause__ = exc
+    what = f"importing its entry point ({ep.value})" if step == "import" else "its activate()"
+    problem = targets_sglang_problem(f"Platform plugin {describe_ep(ep)}", what, sglang_module, exc)
+    return _sglang_finding(
+        severity, f"{problem} Platform selection aborts {when}.", fix, group, ep, exc, error
     )
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from cardcage.diffusion.runtime.platforms.interface import Platform
+from cardcage.diffusion.runtime.platforms.interface import Platform, PlatformEnum
 from cardcage_demo_cpu import ENTRY_POINT_NAME
 from cardcage_demo_cpu.device import DemoCpuDeviceMixin
 from cardcage_demo_cpu.envs import CARDCAGE_DEMO_CPU_THREADS
@@ -54,11 +54,17 @@ COMMUNICATOR_QUALNAME = "cardcage_demo_cpu.diffusion.communicator.DemoCpuCommuni
 
 
 class DemoCpuPlatform(DemoCpuDeviceMixin, Platform):
-    """The host CPU for diffusion pipelines: gloo, torch SDPA, a fused RMSNorm."""
+    """The host CPU for diffusion pipelines: gloo, torch SDPA, fused RMSNorm and SiluAndMul."""
 
     # -- identity (device_name, device_type and _enum come from DemoCpuDeviceMixin) -----------
     #: The PyTorch dispatcher key of CPU tensors, for direct ``torch.library`` registrations.
     dispatch_key = "CPU"
+    #: Out of tree (``_enum = OOT``) but CPU-like: the identity predicates (``is_cpu()``, ...)
+    #: answer as the built-in CPU platform's, in both hosts. Under SGLang that is what lets its
+    #: diffusion layers import their CPU code paths (``layers/layernorm.py`` imports Triton
+    #: kernels unless ``is_cpu()``). Audited for the diffusion half only: the SRT half keeps the
+    #: out-of-tree identity, since SRT's CPU branches were not checked against this device.
+    behaves_as = PlatformEnum.CPU
 
     def __init__(self) -> None:
         super().__init__()

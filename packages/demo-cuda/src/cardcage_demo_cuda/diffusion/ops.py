@@ -8,7 +8,9 @@ that op's ``forward_cuda()``; it receives the op instance before the normal argu
 ``rms_norm_forward`` is demo_cuda's RMSNorm: torch's fused ``torch.nn.functional.rms_norm`` (one
 CUDA kernel instead of ``forward_native()``'s four), computed in float32 and cast back, so it
 agrees with ``forward_native()`` to float32 rounding. Each call is counted in
-``evidence.EVIDENCE`` under the event ``forward``.
+``evidence.EVIDENCE`` under the event ``forward``, keyed by the class of the op that called it
+(cardcage's ``RMSNorm`` under cardcage's runtime; under SGLang, cardcage hands the registration to
+SGLang's ``RMSNorm``, which then calls the function with its own op).
 
 Imported only by ``DemoCudaPlatform.init_backend()``, in a worker, where torch and the diffusion
 runtime are present: it imports both at module scope.
@@ -26,10 +28,17 @@ from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 from .evidence import EVIDENCE
 from .platform import DISPATCH_KEY
 
-__all__ = ["DISPATCH_KEY", "RMS_NORM", "register_custom_ops", "rms_norm_forward"]
+__all__ = ["DISPATCH_KEY", "RMS_NORM", "op_key", "register_custom_ops", "rms_norm_forward"]
 
-#: The evidence key of RMSNorm's forward (the op class, as ``module.qualname``).
-RMS_NORM = f"{RMSNorm.__module__}.{RMSNorm.__qualname__}"
+
+def op_key(op: Any) -> str:
+    """The evidence key of a forward: the class of the op that called it, ``module.qualname``."""
+    cls = type(op) if not isinstance(op, type) else op
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+#: The evidence key of RMSNorm's forward under cardcage's runtime (cardcage's op class).
+RMS_NORM = op_key(RMSNorm)
 
 
 def rms_norm_forward(op: RMSNorm, x: Any, residual: Any = None) -> Any:
@@ -38,7 +47,7 @@ def rms_norm_forward(op: RMSNorm, x: Any, residual: Any = None) -> Any:
     With ``residual``, ``x + residual`` (summed in float32) is normalized and
     ``(normalized, x + residual)`` returned, both in ``x``'s dtype.
     """
-    EVIDENCE.record("forward", RMS_NORM)
+    EVIDENCE.record("forward", op_key(op))
     if x.shape[-1] != op.hidden_size:
         raise ValueError(f"Expected hidden_size to be {op.hidden_size}, but found: {x.shape[-1]}")
     orig_dtype = x.dtype

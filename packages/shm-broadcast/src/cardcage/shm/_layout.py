@@ -94,6 +94,10 @@ one park interval, never liveness. A streamed fragment wakes parked readers twic
 ``pseq = k`` (best effort: the futex word ``seq`` has not changed yet, so a reader that was
 about to sleep can miss it) and at ``seq = k`` (the ordinary, never-lost wake-up); a missed
 first wake only costs the overlap, since the reader then copies the whole fragment at once.
+A small fragment is woken for the same way when the queue's processes fit the CPUs: once
+before its copy (best effort, so the reader's wake-up overlaps the copy) and once at
+``seq = k``. A reader that a wake (not a timeout) returned from the futex spins and yields for
+its busy window again before it parks, so the early wake is not wasted on a second park.
 """
 
 from __future__ import annotations

@@ -278,8 +278,16 @@ class RingReader(Endpoint):
             ):
                 self.park_addr = addr
                 wait = PARK_S if deadline is None else min(PARK_S, deadline - now)
-                _sys.futex_wait(addr, observed, wait)
+                woken = _sys.futex_wait(addr, observed, wait)
                 self.park_addr = 0
+                if woken and u[d] != k:
+                    # The writer wakes parked readers before it copies a message in (see
+                    # RingWriter._wake_early): spin and yield again rather than park before it
+                    # lands. Timeouts do not restart the window, so an idle reader stays asleep.
+                    now = time.monotonic()
+                    spin_end, busy_end = now + self.spin_s, now + self.busy_s
+                    if deadline is not None and deadline < spin_end:
+                        spin_end = deadline
             u[parked] = 0
 
     def published(self, k: int, d: int, deadline: float | None, timeout: float | None) -> int:

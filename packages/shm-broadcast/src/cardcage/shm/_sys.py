@@ -12,6 +12,7 @@ the libc handle (valid in the child).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import threading
@@ -112,20 +113,23 @@ def fence() -> None:
         pass
 
 
-def futex_wait(addr: int, expected: int, timeout: float) -> None:
+def futex_wait(addr: int, expected: int, timeout: float) -> bool:
     """Sleep while the 32-bit word at ``addr`` equals ``expected``, at most ``timeout`` seconds.
 
     Returns on a wake, a value change (checked atomically by the kernel, so no wake is lost), a
-    signal or the timeout; the caller re-checks its condition in every case.
+    signal or the timeout; the caller re-checks its condition in every case. The result says
+    whether it returned because of the other side (a wake, or the word had changed already):
+    True then; False on a timeout or a signal, and always for the sleeping fallback (it cannot
+    tell, and a waiter that took every return for a wake would never settle into sleeping).
     """
     if timeout <= 0:
-        return
+        return False
     if _syscall is None:
         time.sleep(min(timeout, 0.001))
-        return
+        return False
     sec = int(timeout)
     ts = _Timespec(sec, int((timeout - sec) * 1e9))
-    _syscall(
+    rc = _syscall(
         _FUTEX_SYSCALL,
         ctypes.c_void_p(addr),
         _FUTEX_WAIT,
@@ -134,6 +138,7 @@ def futex_wait(addr: int, expected: int, timeout: float) -> None:
         None,
         0,
     )
+    return rc == 0 or ctypes.get_errno() == errno.EAGAIN
 
 
 def futex_wake(addr: int) -> None:

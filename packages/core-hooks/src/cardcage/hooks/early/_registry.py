@@ -40,7 +40,7 @@ class EarlyPatchRegistry(BaseHookRegistry):
 def arm_hooks(targets: Sequence[str]) -> None:
     """Apply the registry's hooks on ``targets`` now, or right after their modules execute."""
     EarlyPatchRegistry.set_deferred_failure_handler(_on_hook_failures)
-    report = EarlyPatchRegistry.apply(deferred=True, targets=targets)
+    report = EarlyPatchRegistry.apply(deferred=True, targets=targets, warn=False)
     if report.failed:
         _on_hook_failures(report)
 

@@ -10,6 +10,13 @@ has to go) lives in one module per host under this package, behind the same two 
 * ``register(registry_qualname, target, hook, hook_type_name, source)``: hand a hook to the host's
   registry, attributed to ``source``.
 
+A host with no hook registry of its own (vLLM) sets ``KEEPS_HOOKS = True`` instead and offers:
+
+* ``adopt(registry, source)``: cardcage keeps the hook in the registry it was registered with,
+  attributed to ``source`` (a cardcage ``HookSource``), and the room applies it;
+* ``run_plugin(register, source)``: optional; calls a ``register()`` decorated with
+  ``cardcage.hooks.host.general_plugin`` under cardcage's failure policy, where the host has none.
+
 A room is imported only once its host has announced itself: ``TRIGGERS`` names, per host, the
 host module whose presence in ``sys.modules`` is the announcement, so a process that no host
 runs never imports a room, let alone the host. Adding a host is adding a module here and a line
@@ -26,9 +33,15 @@ from typing import Any
 __all__ = ["ROOMS", "TRIGGERS", "hosting_source", "room"]
 
 #: host name (``cardcage.hooks.host.Host`` value) -> the module that holds its room.
-ROOMS: dict[str, str] = {"sglang": "cardcage.hooks.hosts.sglang"}
+ROOMS: dict[str, str] = {
+    "sglang": "cardcage.hooks.hosts.sglang",
+    "vllm": "cardcage.hooks.hosts.vllm",
+}
 #: host name -> the host's module whose presence in ``sys.modules`` means it may be loading plugins.
-TRIGGERS: dict[str, str] = {"sglang": "sglang.srt.plugins.hook_registry"}
+TRIGGERS: dict[str, str] = {
+    "sglang": "sglang.srt.plugins.hook_registry",
+    "vllm": "vllm.plugins",
+}
 
 
 def room(host: str) -> ModuleType:

@@ -56,6 +56,7 @@ from ._common import (
     watched_groups,
 )
 from .env import env_registries, env_row
+from .host_releases import HostRelease, release_findings
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class DoctorReport:
     findings: tuple[Finding, ...]
     #: Per checked runtime, the selection and exclusions doctor concluded (SRT first).
     startup: tuple[RuntimeStartup, ...] = ()
+    #: The installed host runtimes (SGLang) by release, read from their metadata.
+    hosts: tuple[HostRelease, ...] = ()
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.findings if f.severity == severity)
@@ -129,6 +132,7 @@ class DoctorReport:
                 "entry_points": self.entry_points,
             },
             "startup": to_json(self.startup),
+            "hosts": to_json(self.hosts),
             "findings": to_json(self.findings),
         }
 
@@ -865,10 +869,19 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
         s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
     }
     summaries.update(broken)
+    selected = {
+        name: (s.platform.plugin, DistRef(s.platform.distribution, s.platform.version),
+               s.platform.qualname)
+        for name, s in summaries.items()
+        if s.platform is not None
+    }  # fmt: skip
+    host_findings, hosts = release_findings(snapshot, selected)
+    findings.extend(host_findings)
     return DoctorReport(
         profiles=tuple(p.name for p in profiles),
         groups=tuple(groups),
         entry_points=sum(len(snapshot.group(g)) for g in groups),
         findings=tuple(findings),
         startup=tuple(summaries[p.name] for p in profiles if p.name in summaries),
+        hosts=hosts,
     )

@@ -24,6 +24,7 @@ from ._common import (
     selector_value,
     to_json,
 )
+from .host_releases import RuntimeHost, runtime_hosts
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class RuntimePlatform:
     selection: Selection | None
     first_access_stack: str | None
     error: ErrorInfo | None
+    #: What each installed host release (SGLang) does with this choice: whether it can select
+    #: it too (metadata only; empty when no host is installed or it has no such runtime).
+    hosts: tuple[RuntimeHost, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -182,6 +186,7 @@ def _collect_runtime(runtime: Runtime, with_stack: bool) -> RuntimePlatform:
         selection=selection,
         first_access_stack=stack,
         error=error,
+        hosts=runtime_hosts(profile.name, selection.plugin) if selection is not None else (),
     )
 
 

@@ -4,15 +4,19 @@ A vendor's ``activate()`` is called by whichever runtime is starting: cardcage's
 host's (SGLang's), which resolves the returned name itself and insists on a subclass of *its*
 base class. What that takes differs per host: the adapter class built on the host's base, the
 conversions of cardcage's types into the host's, the answer to "did this host select my
-platform?". Each host keeps all of it in one subpackage here (``hosts.sglang``), and offers the
-same small interface from that subpackage's ``__init__``:
+platform?". Each host keeps all of it in one subpackage here (``hosts.sglang``, ``hosts.vllm``),
+and offers the same small interface from that subpackage's ``__init__``:
 
-* ``SELECTION_MODULES``: runtime name (``"srt"``, ``"diffusion"``) -> the host module that runs
+* ``SELECTION_MODULES``: runtime name (``"srt"``, ``"diffusion"``; vLLM's one is ``"vllm"``) -> the
+  host module that runs
   that runtime's selection; one of them in ``sys.modules`` means the host may be selecting;
 * ``adapter_qualname(qualname) -> str``: the name the host resolves to the adapter of the vendor
   class ``qualname`` names;
 * ``selected(qualname, runtime) -> bool``: whether the host's selection of ``runtime`` picked
-  that class.
+  that class;
+* optionally ``register_oot_forward(op_cls, *, fn, platform_key) -> bool``: hand a custom-op
+  kernel registered with cardcage's ``CustomOp`` to the host's op of the same kind
+  (``cardcage.platforms.host.register_host_forward`` asks the announced host's room).
 
 ``TRIGGERS`` lists, per host, the modules whose presence announces it, so the facade
 (``cardcage.platforms.host``) can tell which host runs without importing any room; a room is
@@ -29,10 +33,14 @@ from types import ModuleType
 __all__ = ["ROOMS", "TRIGGERS", "announced", "room"]
 
 #: host name (``cardcage.hooks.host.Host`` value) -> the subpackage that holds its room.
-ROOMS: dict[str, str] = {"sglang": "cardcage.platforms.hosts.sglang"}
+ROOMS: dict[str, str] = {
+    "sglang": "cardcage.platforms.hosts.sglang",
+    "vllm": "cardcage.platforms.hosts.vllm",
+}
 #: host name -> its selection modules (SRT, diffusion); any of them imported announces the host.
 TRIGGERS: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang.srt.platforms", "sglang.multimodal_gen.runtime.platforms"),
+    "vllm": ("vllm.platforms",),
 }
 
 

@@ -25,8 +25,14 @@ with this namespace:
 * the seed's per-kind KV-pool factories, which cardcage's base keeps as deprecated aliases, are
   hidden unless the vendor overrides them, since SGLang's ``get_kv_pool_cls`` treats their
   presence as an override;
+* on an SRT release older than cardcage's contract (0.5.12 - 0.5.20), the names that release
+  calls instead (per-kind KV-pool factories, ``support_cuda_graph()``, the allocator whose None
+  it cannot take) answer from the vendor's declaration: ``compat``, driven by the release's row
+  in ``releases``;
 * vendor methods whose answer SGLang's callers need in SGLang's own type (``get_device`` as a
-  device string, SGLang's ``DeviceCapability``) are wrapped with the converters of ``types``.
+  device string, SGLang's ``DeviceCapability``) are wrapped with the converters of ``types``;
+* a vendor class that declares ``behaves_as`` gets SGLang's identity predicates answered as
+  SGLang's built-in of that name answers them (``identity``); ``_enum`` stays SGLang's ``OOT``.
 
 The attribute name encodes the vendor's qualname, so any process resolves it (SGLang's workers
 re-run selection; pickle finds an adapter instance's class the same way). Importing this module
@@ -42,6 +48,7 @@ from typing import Any
 
 from cardcage.hooks.log import get_logger
 
+from . import identity as _identity
 from . import types as _types
 
 __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
@@ -228,7 +235,13 @@ def build_adapter(cls: type) -> type:
             namespace["capabilities"] = _HostCapabilities(raw, struct)
         else:
             namespace["capabilities"] = _host_capabilities(raw, struct)
+    if host_qualname.startswith("sglang.srt."):  # what an older release calls instead
+        from . import compat, releases
 
+        namespace.update(compat.release_names(releases.running_release(), cls, vendor_names))
+
+    # A declared identity (behaves_as): SGLang's predicates answer as that built-in's.
+    namespace.update(_identity.identity_namespace(cls, host_base, vendor_names))
     adapter = type(cls.__name__, (cls, host_base), namespace)
     # What pickle looks up in this module: it decodes to the vendor class, in any process.
     adapter.__qualname__ = _attribute_name(f"{cls.__module__}:{cls.__qualname__}")

@@ -440,6 +440,9 @@ def _apply_plugin_hooks() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see the module docstring)."""
+    from cardcage.diffusion.runtime.managers.worker_bootstrap import quiet_torch_numpy_warning
+
+    quiet_torch_numpy_warning()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ from cardcage.diffusion.runtime.layers.custom_op import CustomOp
 __all__ = ["SiluAndMul"]
 
 
+@CustomOp.register("silu_and_mul")
 class SiluAndMul(CustomOp):
     """``silu(x[..., :d]) * x[..., d:]`` where ``d = x.shape[-1] // 2``."""
 

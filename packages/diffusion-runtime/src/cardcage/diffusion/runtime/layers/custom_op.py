@@ -16,6 +16,12 @@ Because the choice is stored at construction, ``forward()`` never consults the p
 registry again: a compiled op sees one stable callable, and registrations must happen before the
 ops are built (in ``Platform.init_backend()``). Registering for a class that already has
 instances logs a warning: those instances keep their dispatch.
+
+Ops carry a name (``@CustomOp.register("rms_norm")``, kept in ``CustomOp.op_registry``), the same
+names SGLang's diffusion runtime gives its ops. When a host runs the platform (SGLang selected it
+and calls its ``init_backend()``), ``register_oot_forward`` also hands the forward to the host's op
+of the same name (``cardcage.platforms.host.register_host_forward``), so the kernel runs in the
+host's ops too; under cardcage's own runtime that hand-off does nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 
@@ -37,6 +43,7 @@ logger = logging.getLogger(__name__)
 BUILTIN_DISPATCH_KEYS: frozenset[str] = frozenset({"cuda", "hip", "npu", "xpu", "musa", "native"})
 
 _lock = threading.Lock()
+_Op = TypeVar("_Op", bound="CustomOp")
 
 
 def _normalize_key(key: object, *, what: str) -> str:
@@ -53,6 +60,35 @@ class CustomOp(torch.nn.Module):  # type: ignore[misc]
 
     _oot_forward_registry: ClassVar[dict[tuple[type[CustomOp], str], Callable[..., Any]]] = {}
     _constructed_classes: ClassVar[weakref.WeakSet[type[CustomOp]]] = weakref.WeakSet()
+    #: Every named op class, by the name ``CustomOp.register(name)`` gave it.
+    op_registry: ClassVar[dict[str, type[CustomOp]]] = {}
+    #: The op's registered name ("rms_norm"); None for an op that was never registered.
+    name: ClassVar[str | None] = None
+
+    @classmethod
+    def register(cls, name: str) -> Callable[[type[_Op]], type[_Op]]:
+        """Class decorator: name an op class (``@CustomOp.register("silu_and_mul")``).
+
+        The name is the op's identity across hosts: a forward registered for the class reaches
+        the host's op of the same name. A name already given to another class is an error.
+        """
+        key = _normalize_key(name, what="the op name")
+
+        def decorator(op_cls: type[_Op]) -> type[_Op]:
+            if not (isinstance(op_cls, type) and issubclass(op_cls, CustomOp)):
+                raise TypeError(f"CustomOp.register({key!r}) decorates a CustomOp subclass")
+            with _lock:
+                taken = CustomOp.op_registry.get(key)
+                if taken is not None and taken is not op_cls:
+                    raise ValueError(
+                        f"op name {key!r} is already registered for {taken.__module__}."
+                        f"{taken.__qualname__}; give {op_cls.__qualname__} another name"
+                    )
+                CustomOp.op_registry[key] = op_cls
+            op_cls.name = key
+            return op_cls
+
+        return decorator
 
     def __init__(self) -> None:
         super().__init__()
@@ -97,6 +133,9 @@ class CustomOp(torch.nn.Module):  # type: ignore[misc]
                 name,
                 key,
             )
+        from cardcage.platforms.host import register_host_forward
+
+        register_host_forward(op_cls, fn=fn, platform_key=key)
 
     # -- dispatch -----------------------------------------------------------------------------
     def _defined_forward(self, name: str) -> Callable[..., Any] | None:

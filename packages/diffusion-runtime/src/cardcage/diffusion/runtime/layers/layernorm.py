@@ -11,6 +11,7 @@ from cardcage.diffusion.runtime.layers.custom_op import CustomOp
 __all__ = ["RMSNorm"]
 
 
+@CustomOp.register("rms_norm")
 class RMSNorm(CustomOp):
     """``x * rsqrt(mean(x**2, -1) + eps) * weight``, computed in float32 and cast back.
 

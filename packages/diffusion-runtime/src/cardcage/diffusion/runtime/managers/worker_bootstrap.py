@@ -52,6 +52,7 @@ __all__ = [
     "bootstrap_http_server_process",
     "bootstrap_scheduler_process",
     "bootstrap_timings",
+    "quiet_torch_numpy_warning",
     "runtime_modules_imported_early",
     "take_rendezvous_listener",
     "warn_if_runtime_imported_early",
@@ -339,8 +340,24 @@ def _report_failure(spec: SchedulerProcessSpec, phase: str, exc: BaseException) 
         logger.debug("Could not report the failure to the launcher", exc_info=True)
 
 
+def quiet_torch_numpy_warning() -> None:
+    """Leave out torch's "Failed to initialize NumPy" warning, in the processes the runtime owns.
+
+    torch warns once per process at import when numpy is not installed. The runtime does not use
+    numpy (images travel as raw RGB bytes and are encoded with Pillow; weights load with
+    safetensors' torch API), so on an install without it the line says nothing actionable, and a
+    ``generate`` with two workers printed it three times before its image. Only that one warning
+    is filtered, and only in processes that run nothing but the runtime: the console scripts and
+    the spawned workers. A program embedding the runtime keeps its own warning filters.
+    """
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Failed to initialize NumPy", category=UserWarning)
+
+
 def bootstrap_scheduler_process(spec: SchedulerProcessSpec) -> None:
     """``multiprocessing`` target of a scheduler child: the lifecycle, then the worker loop."""
+    quiet_torch_numpy_warning()
     phases = _Phases()
     _rendezvous.clear()
     if spec.rendezvous_listener is not None:

@@ -28,6 +28,7 @@ from cardcage.platforms.device_mixin import (
     DeviceMixin,
     PlatformEnum,
 )
+from cardcage.platforms.identity import identity_of
 from cardcage.platforms.torch_import import require_torch
 
 if TYPE_CHECKING:
@@ -181,16 +182,17 @@ class Platform(DeviceMixin):
         return "PrivateUse1" if self._enum is PlatformEnum.NPU else "CUDA"
 
     # -- identity and capabilities ------------------------------------------------------------
-    # The predicates say what the platform *is* (its ``_enum``), never what torch can see.
+    # The predicates say what the platform *is* (its ``behaves_as``, else its ``_enum``), never
+    # what torch can see.
     @classmethod
     def is_cuda_static(cls) -> bool:
         """``is_cuda()`` without an instance."""
-        return cls._enum is PlatformEnum.CUDA
+        return identity_of(cls) is PlatformEnum.CUDA
 
     @classmethod
     def is_rocm_static(cls) -> bool:
         """``is_rocm()`` without an instance."""
-        return cls._enum is PlatformEnum.ROCM
+        return identity_of(cls) is PlatformEnum.ROCM
 
     def is_hip(self) -> bool:
         """Another spelling of ``is_rocm()``."""
@@ -206,7 +208,7 @@ class Platform(DeviceMixin):
 
     @classmethod
     def _cuda_capability(cls) -> tuple[int, int] | None:
-        if cls._enum is not PlatformEnum.CUDA:
+        if identity_of(cls) is not PlatformEnum.CUDA:
             return None
         major, minor = require_torch("the CUDA architecture checks").cuda.get_device_capability()
         return int(major), int(minor)

@@ -1,0 +1,136 @@
+"""Run one SGLang release's own start-up steps in this interpreter; report JSON.
+
+Usage: ``release_probe.py STEP [STEP ...]``. The steps of ``tests_integration/sglang/probe.py``
+(``import``, ``srt``, ``srt-load``, ``srt-call``, ``diffusion``, ``diffusion-load``), which run
+unchanged on every release with the plugin system, plus:
+
+* ``imported``: whether ``sglang.srt.platforms`` is imported yet (right after ``import``);
+* ``table``: the release's row of ``cardcage.platforms.hosts.sglang.releases`` against the
+  release's own classes: the public names of its ``SRTPlatform`` (with ``DeviceMixin``), the
+  fields of its ``PlatformCapabilities``, the in-tree classes the row names, and whether its
+  diffusion plugins module exists (found, not imported);
+* ``answers``: what the selected platform answers to every name the release calls for
+  capabilities, KV pools and the paged allocator, next to what the vendor's class declares.
+
+No SGLang module is stubbed: whatever runs is SGLang's code as the release's wheel ships it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sglang"))
+
+import probe
+
+SRT_BASE = "sglang.srt.platforms.interface:SRTPlatform"
+
+
+def _release() -> Any:
+    from cardcage.platforms.hosts.sglang import releases
+
+    return releases.running_release()
+
+
+def _qualname(value: Any) -> str | None:
+    if value is None:
+        return None
+    return f"{value.__module__}:{value.__qualname__}"
+
+
+def _table() -> dict[str, Any]:
+    import sglang
+
+    row = _release()
+    base = probe._resolve(SRT_BASE)
+    names = {n for k in base.__mro__ if k is not object for n in vars(k) if not n.startswith("_")}
+    interface = importlib.import_module(base.__module__)
+    struct = getattr(interface, "PlatformCapabilities", None)
+    fields = list(getattr(struct, "__struct_fields__", ())) if struct is not None else []
+    in_tree = [q for _, q in row.kv_pool_factories.values()]
+    if row.allocator_fallback:
+        in_tree.append(row.allocator_fallback)
+    resolved = {}
+    for qualname in in_tree:
+        module, _, attr = qualname.partition(":")
+        resolved[qualname] = isinstance(getattr(importlib.import_module(module), attr), type)
+    plugins = Path(sglang.__file__).parent / "multimodal_gen/runtime/platforms/plugins.py"
+    return {
+        "row": row.version,
+        "sglang_version": sglang.__version__,
+        "missing_from_row": sorted(names - row.names),
+        "not_in_release": sorted(row.names - names),
+        "capability_fields": fields,
+        "row_capability_fields": list(row.capability_fields),
+        "in_tree_classes": resolved,
+        "diffusion_plugins_module": plugins.is_file(),
+        "row_diffusion_plugins": row.diffusion_plugins,
+    }
+
+
+def _imported() -> dict[str, Any]:
+    """Whether SGLang's SRT selection module is imported yet (run right after ``import``)."""
+    return {"srt_platforms_imported": "sglang.srt.platforms" in sys.modules}
+
+
+def _answers_of(platform: Any) -> dict[str, Any]:
+    row = _release()
+    vendor = probe._vendor_class(type(platform))
+    declared = vendor.capabilities  # the vendor's own declaration (cardcage's struct)
+    out: dict[str, Any] = {
+        "declared": declared.as_dict(),
+        "capability_methods": {n: getattr(platform, n)() for n in row.capability_methods},
+        "kv_pools": {},
+        "legacy_kv_pool_names": sorted(
+            n
+            for n in ("get_mha_kv_pool_cls", "get_mla_kv_pool_cls", "get_dsa_kv_pool_cls")
+            if hasattr(platform, n)
+        ),
+    }
+    if row.reads_capabilities:
+        import msgspec
+
+        caps = platform.capabilities
+        base = probe._resolve(SRT_BASE)
+        out["capabilities_type_is_sglangs"] = type(caps) is type(base.capabilities)
+        out["capabilities"] = msgspec.structs.asdict(caps)
+        for kind in ("mha", "mla", "dsa"):
+            out["kv_pools"][f"get_kv_pool_cls(kind={kind!r})"] = _qualname(
+                platform.get_kv_pool_cls(kind=kind)
+            )
+    else:
+        for name in row.kv_pool_factories:
+            out["kv_pools"][f"{name}()"] = _qualname(getattr(platform, name)())
+    allocator = platform.get_paged_allocator_cls()
+    out["paged_allocator"] = _qualname(allocator)
+    if row.allocator_fallback is not None:  # the very class the row names (it may re-export it)
+        out["paged_allocator_is_the_rows"] = allocator is probe._resolve(row.allocator_fallback)
+    return out
+
+
+def _answers() -> dict[str, Any]:
+    """demo-cpu's answers (SGLang selected it), then those of ``graphs_vendor``'s adapter, built
+    on the same release's base the way SGLang's selection builds any adapter."""
+    import pkgutil
+
+    from sglang.srt import platforms
+
+    from cardcage.platforms.hosts.sglang import adapter_qualname
+
+    graphs = pkgutil.resolve_name(adapter_qualname("graphs_vendor:GraphsVendorPlatform"))
+    return {
+        "demo_cpu": _answers_of(platforms.current_platform),
+        "graphs_vendor": _answers_of(graphs()),
+    }
+
+
+STEPS = {**probe.STEPS, "imported": _imported, "table": _table, "answers": _answers}
+
+
+if __name__ == "__main__":
+    probe.STEPS = STEPS
+    sys.exit(probe.main(sys.argv[1:]))
