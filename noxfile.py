@@ -495,6 +495,7 @@ def scenario_sglang(session: nox.Session) -> None:
         PACKAGES / "demo-cuda",
         FIXTURES / "platforms" / "cc-plat-sglang-native",
         FIXTURES / "sglang" / "cc-fixture-import-time-hooks",
+        FIXTURES / "sglang" / "cc-fixture-sglang-early",
     ]
     core = [
         PACKAGES / "core-hooks",

@@ -277,6 +277,9 @@ def _adapter_for(attribute: str) -> type:
         raise InvalidPlatformClassError(
             f"{qualname} names {type(vendor).__name__} {vendor!r:.60}, not a platform class."
         )
+    from .early_patches import check_selected_class  # SGLang selected it: early patches' policy
+
+    check_selected_class(vendor)
     with _lock:
         adapter = _adapters.get(vendor)
         if adapter is None:
