@@ -881,9 +881,7 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
                 _check_general(group, snapshot.group(group), startups.get(group), check_hooks)
             )
     if runtimes is None:
-        selected_dists = {
-            s.selected_dist for s in startups.values() if s.selected_dist is not None
-        }
+        selected_dists = {s.selected_dist for s in startups.values() if s.selected_dist is not None}
         findings.extend(_check_early_patches(snapshot, selected_dists))
     summaries = {
         s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
