@@ -893,7 +893,7 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
         for name, s in summaries.items()
         if s.platform is not None
     }  # fmt: skip
-    host_findings, hosts = release_findings(snapshot, selected_platforms)
+    host_findings, releases = release_findings(snapshot, selected_platforms)
     findings.extend(host_findings)
     summaries.update(hosted_startups)
     return DoctorReport(
@@ -902,5 +902,5 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
         entry_points=sum(len(snapshot.group(g)) for g in groups),
         findings=tuple(findings),
         startup=tuple(summaries[p.name] for p in profiles if p.name in summaries),
-        hosts=hosts,
+        hosts=releases,
     )
