@@ -47,6 +47,7 @@ import threading
 from typing import Any
 
 from cardcage.hooks.log import get_logger
+from cardcage.platforms.hosts._naming import SEPARATOR, attribute_name, vendor_qualname
 
 from . import identity as _identity
 from . import types as _types
@@ -55,10 +56,6 @@ __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualnam
 
 logger = get_logger(__name__)
 
-_ESCAPES = {"_": "_u", ".": "_d", ":": "_c"}
-# Between the readable class name and the encoded qualname. The encoding never produces "__"
-# (every "_" it writes is followed by a code letter), so the last separator is the boundary.
-_SEPARATOR = "__Q"
 # Names SGLang probes with getattr(..., None) and treats as "the platform overrides this".
 _PRESENCE_PROBED = frozenset({"get_mha_kv_pool_cls", "get_mla_kv_pool_cls", "get_dsa_kv_pool_cls"})
 
@@ -66,41 +63,9 @@ _lock = threading.Lock()
 _adapters: dict[type, type] = {}  # vendor class -> its adapter: one per class, however spelled
 
 
-def _encode(qualname: str) -> str:
-    return "".join(_ESCAPES.get(char, char) for char in qualname)
-
-
-def _decode(text: str) -> str:
-    reverse = {code[1]: char for char, code in _ESCAPES.items()}
-    out: list[str] = []
-    chars = iter(text)
-    for char in chars:
-        if char != "_":
-            out.append(char)
-            continue
-        code = next(chars, "")
-        if code not in reverse:
-            raise ValueError(f"not an adapter name: {text!r}")
-        out.append(reverse[code])
-    return "".join(out)
-
-
-def _attribute_name(qualname: str) -> str:
-    short = qualname.replace(":", ".").rsplit(".", 1)[-1]
-    return f"{short}{_SEPARATOR}{_encode(qualname.strip())}"
-
-
 def adapter_qualname(qualname: str) -> str:
     """The name under which SGLang resolves the adapter of the class ``qualname`` names."""
-    return f"{__name__}:{_attribute_name(qualname)}"
-
-
-def vendor_qualname(attribute: str) -> str:
-    """The vendor class's qualname encoded in an adapter's attribute name (the inverse)."""
-    _, separator, encoded = attribute.rpartition(_SEPARATOR)
-    if not separator or not encoded:
-        raise ValueError(f"not an adapter name: {attribute!r}")
-    return _decode(encoded)
+    return f"{__name__}:{attribute_name(qualname)}"
 
 
 def adapted_class(adapter: type) -> type | None:
@@ -244,7 +209,7 @@ def build_adapter(cls: type) -> type:
     namespace.update(_identity.identity_namespace(cls, host_base, vendor_names))
     adapter = type(cls.__name__, (cls, host_base), namespace)
     # What pickle looks up in this module: it decodes to the vendor class, in any process.
-    adapter.__qualname__ = _attribute_name(f"{cls.__module__}:{cls.__qualname__}")
+    adapter.__qualname__ = attribute_name(f"{cls.__module__}:{cls.__qualname__}")
     logger.debug(
         "Built the SGLang adapter of %s.%s on %s", cls.__module__, cls.__name__, host_qualname
     )
@@ -288,6 +253,6 @@ def _adapter_for(attribute: str) -> type:
 
 
 def __getattr__(name: str) -> type:
-    if _SEPARATOR not in name or name.startswith("__"):
+    if SEPARATOR not in name or name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return _adapter_for(name)

@@ -49,14 +49,12 @@ import types
 from typing import Any
 
 from cardcage.hooks.log import get_logger
+from cardcage.platforms.hosts._naming import SEPARATOR, attribute_name, vendor_qualname
 
 __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
 
 logger = get_logger(__name__)
 
-_ESCAPES = {"_": "_u", ".": "_d", ":": "_c"}
-# Between the readable class name and the encoded qualname; the encoding never writes "__".
-_SEPARATOR = "__Q"
 # Class attributes of cardcage's bases that describe hosts, not the platform.
 _HOST_NAMES = frozenset({"sglang_base_class", "vllm_base_class", "vllm_section"})
 # cardcage's CpuArchEnum member -> vLLM's member, where the names differ.
@@ -67,42 +65,9 @@ _adapters: dict[type, type] = {}  # vendor class -> its adapter
 _shared: dict[type, object] = {}  # adapter class -> the instance class-level calls bind to
 
 
-def _encode(qualname: str) -> str:
-    return "".join(_ESCAPES.get(char, char) for char in qualname)
-
-
-def _decode(text: str) -> str:
-    reverse = {code[1]: char for char, code in _ESCAPES.items()}
-    out: list[str] = []
-    chars = iter(text)
-    for char in chars:
-        if char != "_":
-            out.append(char)
-            continue
-        code = next(chars, "")
-        if code not in reverse:
-            raise ValueError(f"not a vLLM adapter name: {text!r}")
-        out.append(reverse[code])
-    return "".join(out)
-
-
-def _attribute_name(qualname: str) -> str:
-    text = qualname.strip()
-    short = text.replace(":", ".").rsplit(".", 1)[-1]
-    return f"{short}{_SEPARATOR}{_encode(text)}"
-
-
 def adapter_qualname(qualname: str) -> str:
     """The dotted name under which vLLM resolves the adapter of the class ``qualname`` names."""
-    return f"{__name__}.{_attribute_name(qualname)}"
-
-
-def vendor_qualname(attribute: str) -> str:
-    """The vendor class's qualname encoded in an adapter's attribute name (the inverse)."""
-    _, separator, encoded = attribute.rpartition(_SEPARATOR)
-    if not separator or not encoded:
-        raise ValueError(f"not a vLLM adapter name: {attribute!r}")
-    return _decode(encoded)
+    return f"{__name__}.{attribute_name(qualname)}"
 
 
 def adapted_class(adapter: type) -> type | None:
@@ -322,7 +287,7 @@ def build_adapter(cls: type) -> type:
     namespace["__init__"] = init
     bases = (section, cls, host_base) if section is not None else (cls, host_base)
     adapter = type(cls.__name__, bases, namespace)
-    adapter.__qualname__ = _attribute_name(f"{cls.__module__}:{cls.__qualname__}")
+    adapter.__qualname__ = attribute_name(f"{cls.__module__}:{cls.__qualname__}")
     logger.debug(
         "Built the vLLM adapter of %s.%s on %s%s",
         cls.__module__,
@@ -350,6 +315,6 @@ def _adapter_for(attribute: str) -> type:
 
 
 def __getattr__(name: str) -> type:
-    if _SEPARATOR not in name or name.startswith("__"):
+    if SEPARATOR not in name or name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return _adapter_for(name)
