@@ -527,6 +527,34 @@ def test_importing_the_snapshot_module_defers_importlib_metadata() -> None:
     assert "importlib.metadata" not in loaded
 
 
+_PATCHING = {
+    "cardcage.hooks._patch",
+    "cardcage.hooks._wrappers",
+    "cardcage.hooks._fastcall",
+    "cardcage.hooks._propagate",
+    "cardcage.hooks._deferred",
+}
+
+
+def test_loading_plugins_without_hooks_never_imports_the_patching_machinery() -> None:
+    # The first platform access of every process goes through load_plugins(); with no hook to
+    # apply it must not pay for the modules that only patching needs (DESIGN §7).
+    loaded = _modules_after("from cardcage.hooks import load_plugins; load_plugins()")
+
+    assert "cardcage.hooks.registry" in loaded
+    assert sorted(loaded & _PATCHING) == []
+
+
+def test_the_first_apply_with_a_target_imports_the_patching_machinery() -> None:
+    loaded = _modules_after(
+        "from cardcage.hooks import HookRegistry, HookType; "
+        "HookRegistry.register('json.dumps', lambda *a, **k: None, HookType.BEFORE); "
+        "assert HookRegistry.apply().applied == ('json.dumps',)"
+    )
+
+    assert sorted(_PATCHING - {"cardcage.hooks._deferred"} - loaded) == []
+
+
 def test_every_public_name_resolves_lazily_from_the_package() -> None:
     missing = [name for name in cardcage.hooks.__all__ if not hasattr(cardcage.hooks, name)]
 

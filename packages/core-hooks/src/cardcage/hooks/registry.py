@@ -11,7 +11,8 @@ state, so a hook registered through one runtime's API never runs in the other. T
 ``HookRegistry``.
 
 Import cost: stdlib only (logging, enum, typing, contextvars); nothing is resolved or imported
-until ``apply()``.
+until ``apply()``, and the patching machinery itself (``_patch``, ``_wrappers``, ``_propagate``,
+``_deferred``) is imported by the first ``apply()`` that has a target to patch.
 """
 
 from __future__ import annotations
@@ -24,13 +25,9 @@ import threading
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from . import _patch
-from ._deferred import watcher
 from ._model import HookRecord, HookSource, HookType, format_source
 from ._model import describe as _describe
 from ._model import sources as _sources
-from ._patch import Applied as _Applied
-from ._propagate import Replacement, propagate
 from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
 from .errors import HookApplyError, HookApplyWarning, HookRegistrationError
@@ -40,6 +37,9 @@ from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
+
+    from ._patch import Applied as _Applied
+    from ._propagate import Replacement
 
 __all__ = [
     "ApplyReport",
@@ -422,6 +422,13 @@ class BaseHookRegistry:
             for t in cls._hooks
             if t not in cls._patched and t not in cls._pending and (only is None or t in only)
         ]
+        if not todo:
+            return ApplyReport()
+        # The patching machinery (about a third of core-hooks) is imported on the first apply
+        # that has work, not with the registry: a process that resolves its platform and loads
+        # plugins without hooks never pays for it (DESIGN §7, the first-platform budget).
+        from ._propagate import Replacement, propagate
+
         todo.sort(key=cls._sort_key)
         applied: list[str] = []
         failed: dict[str, BaseException] = {}
@@ -536,6 +543,8 @@ class BaseHookRegistry:
         Returns ``NotYetImported`` when deferred mode must wait for a module, and ``_GiveWay``
         when the target holds an original that aliases patched first in this batch.
         """
+        from . import _patch
+
         path = parse_target(target)
         located = _locate(path, import_missing=not deferred)
         if isinstance(located, NotYetImported):
@@ -571,6 +580,8 @@ class BaseHookRegistry:
     def _watch(cls, target: str, module: str, scope: tuple[str, ...] | None) -> None:
         cls._pending[target] = module
         cls._deferred_scope = scope
+        from ._deferred import watcher
+
         watcher.watch(module, cls._on_module_imported)
         if module in sys.modules:  # imported by another thread meanwhile
             cls._on_module_imported(module)
@@ -613,7 +624,7 @@ class BaseHookRegistry:
                 chosen = list(cls._patched)
                 for name in list(cls._pending):
                     del cls._pending[name]
-                watcher.unwatch_all(cls._on_module_imported)
+                _unwatch_all(cls._on_module_imported)
             else:
                 chosen = [
                     t
@@ -668,6 +679,13 @@ class BaseHookRegistry:
 
 
 BaseHookRegistry._init_state()
+
+
+def _unwatch_all(callback: Callable[[str], None]) -> None:
+    # Nothing can be watched before ``_watch`` imported the watcher; no import just to undo.
+    deferred = sys.modules.get(f"{__package__}._deferred")
+    if deferred is not None:
+        deferred.watcher.unwatch_all(callback)
 
 
 def _all_registries(root: type[BaseHookRegistry]) -> Iterator[type[BaseHookRegistry]]:
