@@ -702,11 +702,60 @@ def floor_writer(
     out.send(samples)
 
 
-def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]:
-    """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
+def run_spawned(
+    writer: Callable[..., None],
+    reader: Callable[..., None],
+    head: tuple[str, str],
+    n_reader: int,
+    settings: Settings,
+    limit_s: float,
+    *,
+    reader_settings: bool = True,
+) -> tuple[Any, list[int | None]]:
+    """One writer and ``n_reader`` readers in fresh spawned processes, each reader with a pipe
+    to the writer; with one reader (and two CPUs) the writer is pinned to the first CPU and the
+    reader to the second. The writer's report (None if none came within ``limit_s``), and every
+    process's exit code once all were joined (killed if still alive 30 s later).
+
+    Every target takes ``*head`` first and its CPU (or None) last: the writer
+    ``(*head, n_reader, reader pipes, report pipe, settings, cpu)``, a reader ``(*head, r, pipe,
+    settings, cpu)``, without ``settings`` where ``reader_settings`` is false.
+    """
     ctx = mp.get_context("spawn")
     cpus = sorted(os.sched_getaffinity(0))
     pinned = n_reader == 1 and len(cpus) >= 2
+    pairs = [ctx.Pipe() for _ in range(n_reader)]
+    out_recv, out_send = ctx.Pipe(duplex=False)
+    conns = [a for a, _ in pairs]
+    writer_args = (*head, n_reader, conns, out_send, settings, cpus[0] if pinned else None)
+    extra = (settings,) if reader_settings else ()
+    procs = [ctx.Process(target=writer, args=writer_args)]
+    procs += [
+        ctx.Process(target=reader, args=(*head, r, b, *extra, cpus[1] if pinned else None))
+        for r, (_, b) in enumerate(pairs)
+    ]
+    for p in procs:
+        p.start()
+    out_send.close()
+    report = None
+    try:
+        if out_recv.poll(limit_s):
+            report = out_recv.recv()
+    except EOFError:
+        report = None
+    finally:
+        deadline = time.monotonic() + 30
+        for p in procs:
+            p.join(max(0.1, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return report, [p.exitcode for p in procs]
+
+
+def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]:
+    """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
     with tempfile.TemporaryDirectory(prefix="cardcage-bench-floor-") as tmp:
         path = os.path.join(tmp, "wake")
         if mech == "futex":
@@ -716,42 +765,16 @@ def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]
             for r in range(n_reader):
                 os.mkfifo(f"{path}.{r}", 0o600)
                 os.mkfifo(f"{path}.ack{r}", 0o600)
-        pairs = [ctx.Pipe() for _ in range(n_reader)]
-        out_recv, out_send = ctx.Pipe(duplex=False)
-        writer = ctx.Process(
-            target=floor_writer,
-            args=(
-                mech,
-                path,
-                n_reader,
-                [a for a, _ in pairs],
-                out_send,
-                settings,
-                cpus[0] if pinned else None,
-            ),
-        )
-        readers = [
-            ctx.Process(target=floor_reader, args=(mech, path, r, b, cpus[1] if pinned else None))
-            for r, (_, b) in enumerate(pairs)
-        ]
-        procs = [writer, *readers]
-        for p in procs:
-            p.start()
-        out_send.close()
         limit = 60 + settings.floor_reps * (settings.idle_window_s + 1)
-        samples: list[float] | None = None
-        try:
-            if out_recv.poll(limit):
-                samples = out_recv.recv()
-        except EOFError:
-            samples = None
-        finally:
-            for p in procs:
-                p.join(10)
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-                    p.join()
+        samples, _ = run_spawned(
+            floor_writer,
+            floor_reader,
+            (mech, path),
+            n_reader,
+            settings,
+            limit,
+            reader_settings=False,
+        )
     if not samples:
         raise BenchError(f"the {mech} floor trial with {n_reader} reader(s) did not finish")
     return samples
@@ -766,50 +789,15 @@ def shm_entries() -> set[str]:
 
 def run_trial(impl_name: str, anchor_path: str, n_reader: int, settings: Settings) -> TrialResult:
     """One writer and ``n_reader`` readers in fresh spawned processes; killed on timeout."""
-    ctx = mp.get_context("spawn")
-    cpus = sorted(os.sched_getaffinity(0))
-    pinned = n_reader == 1 and len(cpus) >= 2
-    pairs = [ctx.Pipe() for _ in range(n_reader)]
-    out_recv, out_send = ctx.Pipe(duplex=False)
     before = shm_entries()
-    writer = ctx.Process(
-        target=writer_main,
-        args=(
-            impl_name,
-            anchor_path,
-            n_reader,
-            [a for a, _ in pairs],
-            out_send,
-            settings,
-            cpus[0] if pinned else None,
-        ),
+    result, codes = run_spawned(
+        writer_main,
+        reader_main,
+        (impl_name, anchor_path),
+        n_reader,
+        settings,
+        settings.trial_timeout_s,
     )
-    readers = [
-        ctx.Process(
-            target=reader_main,
-            args=(impl_name, anchor_path, r, b, settings, cpus[1] if pinned else None),
-        )
-        for r, (_, b) in enumerate(pairs)
-    ]
-    procs = [writer, *readers]
-    for p in procs:
-        p.start()
-    out_send.close()
-    result: TrialResult | None = None
-    try:
-        if out_recv.poll(settings.trial_timeout_s):
-            result = out_recv.recv()
-    except EOFError:
-        result = None
-    finally:
-        deadline = time.monotonic() + 30
-        for p in procs:
-            p.join(max(0.1, deadline - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    codes = [p.exitcode for p in procs]
     if result is None:
         result = TrialResult(impl_name, n_reader)
         result.failures.append(
