@@ -39,17 +39,8 @@ from cardcage.shm._layout import (
 )
 from cardcage.shm._writer import RingWriter
 
+from . import _pieces
 from ._pacer import Missing, Pacer, PacerFor
-from ._pieces import (
-    acknowledge,
-    add_piece,
-    down_slot,
-    oversized,
-    publish,
-    read_header,
-    up_slot,
-    wake,
-)
 from ._protocol import ABORT_CLOSED, ABORT_DIED, ABORT_MISMATCH, _AbortError
 from ._round import Round
 
@@ -67,8 +58,8 @@ class Hub:
         n_reader = w.ring.n_reader
         self.lines = [lay.coll_readers + r * W for r in range(n_reader)]
         self.parked = [line + CR_PARKED for line in self.lines]
-        self.down = down_slot(lay)
-        self.ups = [up_slot(lay, r) for r in range(n_reader)]
+        self.down = _pieces.down_slot(lay)
+        self.ups = [_pieces.up_slot(lay, r) for r in range(n_reader)]
         self.uack = [int(self.u[self.c + C_UACK + r]) for r in range(n_reader)]
         self.dseq = int(self.u[self.c + C_DSEQ])
 
@@ -113,19 +104,19 @@ class Hub:
         j = self.uack[r] + 1
         if load_acquire(u, slot.seq) < j:  # the fragment's words and bytes: after it
             return None
-        tag, n, flags = read_header(u, slot)
+        tag, n, flags = _pieces.read_header(u, slot)
         if tag != rnd.tag:
             raise _AbortError(ABORT_MISMATCH, self.rank(r), self._pid(r), tag)
         if n > slot.size:
-            raise oversized(tag, n, slot.size, f"reader {self.rank(r)} posted")
+            raise _pieces.oversized(tag, n, slot.size, f"reader {self.rank(r)} posted")
         piece = self.w.raw[slot.off : slot.off + n]
-        whole, held = add_piece(rnd.pieces.pop(r, None), piece, flags)
+        whole, held = _pieces.add_piece(rnd.pieces.pop(r, None), piece, flags)
         if held is not None:
             rnd.pieces[r] = held
         elif whole is not None:
             rnd.got[self.rank(r)] = whole
         self.uack[r] = j
-        acknowledge(self.w, self.c + C_UACK + r, j, (self.parked[r],))
+        _pieces.acknowledge(self.w, self.c + C_UACK + r, j, (self.parked[r],))
         return bool(flags & LAST)
 
     def gather(self, rnd: Round, pacer_for: PacerFor) -> None:
@@ -175,9 +166,9 @@ class Hub:
                 word = self.lines[lagging[0]] + CR_DACK
                 pacer.pause(word, int(u[word]), lambda w=word, k=j - 1: u[w] >= k)  # type: ignore[misc]
                 continue
-            rnd.down_pos = publish(self.w, self.down, data, rnd.down_pos, rnd.tag, j)
+            rnd.down_pos = _pieces.publish(self.w, self.down, data, rnd.down_pos, rnd.tag, j)
             self.dseq = j
-            wake(self.w, self.down.seq, self.parked)
+            _pieces.wake(self.w, self.down.seq, self.parked)
             if rnd.down_pos >= len(data):
                 return
 

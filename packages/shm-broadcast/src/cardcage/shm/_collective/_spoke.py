@@ -32,17 +32,8 @@ from cardcage.shm._layout import (
 from cardcage.shm._reader import RingReader
 from cardcage.shm.errors import CollectiveMismatchError, QueueClosedError, WriterDiedError
 
+from . import _pieces
 from ._pacer import Pacer
-from ._pieces import (
-    acknowledge,
-    add_piece,
-    down_slot,
-    oversized,
-    publish,
-    read_header,
-    up_slot,
-    wake,
-)
 from ._protocol import WRITER_RANK, abort_error, describe, read_abort
 from ._round import Round
 
@@ -59,8 +50,8 @@ class Spoke:
         self.c = lay.coll
         self.r = rd.rank
         self.line = lay.coll_readers + rd.rank * W
-        self.up = up_slot(lay, rd.rank)
-        self.down = down_slot(lay)
+        self.up = _pieces.up_slot(lay, rd.rank)
+        self.down = _pieces.down_slot(lay)
         self.useq = int(self.u[self.line + CR_USEQ])
         self.dack = int(self.u[self.line + CR_DACK])
         self.group_ranks = group_ranks
@@ -133,10 +124,10 @@ class Spoke:
         while not rnd.posted:
             j = self.useq + 1
             self._wait(rnd, pacer, self.c + C_UACK + self.r, j - 1)
-            rnd.up_pos = publish(self.rd, self.up, rnd.payload, rnd.up_pos, rnd.tag, j)
+            rnd.up_pos = _pieces.publish(self.rd, self.up, rnd.payload, rnd.up_pos, rnd.tag, j)
             self.useq = j
             rnd.posted = rnd.up_pos >= total
-            wake(self.rd, self.up.seq, writer_parked)
+            _pieces.wake(self.rd, self.up.seq, writer_parked)
 
     def receive(self, rnd: Round, pacer: Pacer) -> bytes:
         """The writer's result for ``rnd``, piece by piece, acknowledging each."""
@@ -145,17 +136,17 @@ class Spoke:
         while True:
             j = self.dack + 1
             self._wait(rnd, pacer, slot.seq, j)  # ends with load_acquire of down_seq
-            tag, n, flags = read_header(u, slot)
+            tag, n, flags = _pieces.read_header(u, slot)
             if tag != rnd.tag:
                 raise CollectiveMismatchError(
                     WRITER_RANK, describe(rnd.tag), describe(tag), "(the writer's call)"
                 )
             if n > slot.size:
-                raise oversized(tag, n, slot.size, "the writer published")
+                raise _pieces.oversized(tag, n, slot.size, "the writer published")
             piece = self.rd.raw[slot.off : slot.off + n]
-            whole, rnd.received = add_piece(rnd.received, piece, flags)
+            whole, rnd.received = _pieces.add_piece(rnd.received, piece, flags)
             self.dack = j
-            acknowledge(self.rd, self.line + CR_DACK, j, (self.c + C_WPARKED,))
+            _pieces.acknowledge(self.rd, self.line + CR_DACK, j, (self.c + C_WPARKED,))
             if flags & LAST:
                 assert whole is not None
                 return whole
