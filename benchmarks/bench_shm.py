@@ -59,6 +59,7 @@ import time
 import types
 import zipfile
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +76,7 @@ from _common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from multiprocessing.connection import Connection
 
 ANCHOR_MEMBER = "sglang/srt/distributed/device_communicators/shm_broadcast.py"
@@ -701,11 +702,60 @@ def floor_writer(
     out.send(samples)
 
 
-def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]:
-    """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
+def run_spawned(
+    writer: Callable[..., None],
+    reader: Callable[..., None],
+    head: tuple[str, str],
+    n_reader: int,
+    settings: Settings,
+    limit_s: float,
+    *,
+    reader_settings: bool = True,
+) -> tuple[Any, list[int | None]]:
+    """One writer and ``n_reader`` readers in fresh spawned processes, each reader with a pipe
+    to the writer; with one reader (and two CPUs) the writer is pinned to the first CPU and the
+    reader to the second. The writer's report (None if none came within ``limit_s``), and every
+    process's exit code once all were joined (killed if still alive 30 s later).
+
+    Every target takes ``*head`` first and its CPU (or None) last: the writer
+    ``(*head, n_reader, reader pipes, report pipe, settings, cpu)``, a reader ``(*head, r, pipe,
+    settings, cpu)``, without ``settings`` where ``reader_settings`` is false.
+    """
     ctx = mp.get_context("spawn")
     cpus = sorted(os.sched_getaffinity(0))
     pinned = n_reader == 1 and len(cpus) >= 2
+    pairs = [ctx.Pipe() for _ in range(n_reader)]
+    out_recv, out_send = ctx.Pipe(duplex=False)
+    conns = [a for a, _ in pairs]
+    writer_args = (*head, n_reader, conns, out_send, settings, cpus[0] if pinned else None)
+    extra = (settings,) if reader_settings else ()
+    procs = [ctx.Process(target=writer, args=writer_args)]
+    procs += [
+        ctx.Process(target=reader, args=(*head, r, b, *extra, cpus[1] if pinned else None))
+        for r, (_, b) in enumerate(pairs)
+    ]
+    for p in procs:
+        p.start()
+    out_send.close()
+    report = None
+    try:
+        if out_recv.poll(limit_s):
+            report = out_recv.recv()
+    except EOFError:
+        report = None
+    finally:
+        deadline = time.monotonic() + 30
+        for p in procs:
+            p.join(max(0.1, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return report, [p.exitcode for p in procs]
+
+
+def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]:
+    """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
     with tempfile.TemporaryDirectory(prefix="cardcage-bench-floor-") as tmp:
         path = os.path.join(tmp, "wake")
         if mech == "futex":
@@ -715,42 +765,16 @@ def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]
             for r in range(n_reader):
                 os.mkfifo(f"{path}.{r}", 0o600)
                 os.mkfifo(f"{path}.ack{r}", 0o600)
-        pairs = [ctx.Pipe() for _ in range(n_reader)]
-        out_recv, out_send = ctx.Pipe(duplex=False)
-        writer = ctx.Process(
-            target=floor_writer,
-            args=(
-                mech,
-                path,
-                n_reader,
-                [a for a, _ in pairs],
-                out_send,
-                settings,
-                cpus[0] if pinned else None,
-            ),
-        )
-        readers = [
-            ctx.Process(target=floor_reader, args=(mech, path, r, b, cpus[1] if pinned else None))
-            for r, (_, b) in enumerate(pairs)
-        ]
-        procs = [writer, *readers]
-        for p in procs:
-            p.start()
-        out_send.close()
         limit = 60 + settings.floor_reps * (settings.idle_window_s + 1)
-        samples: list[float] | None = None
-        try:
-            if out_recv.poll(limit):
-                samples = out_recv.recv()
-        except EOFError:
-            samples = None
-        finally:
-            for p in procs:
-                p.join(10)
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-                    p.join()
+        samples, _ = run_spawned(
+            floor_writer,
+            floor_reader,
+            (mech, path),
+            n_reader,
+            settings,
+            limit,
+            reader_settings=False,
+        )
     if not samples:
         raise BenchError(f"the {mech} floor trial with {n_reader} reader(s) did not finish")
     return samples
@@ -765,50 +789,15 @@ def shm_entries() -> set[str]:
 
 def run_trial(impl_name: str, anchor_path: str, n_reader: int, settings: Settings) -> TrialResult:
     """One writer and ``n_reader`` readers in fresh spawned processes; killed on timeout."""
-    ctx = mp.get_context("spawn")
-    cpus = sorted(os.sched_getaffinity(0))
-    pinned = n_reader == 1 and len(cpus) >= 2
-    pairs = [ctx.Pipe() for _ in range(n_reader)]
-    out_recv, out_send = ctx.Pipe(duplex=False)
     before = shm_entries()
-    writer = ctx.Process(
-        target=writer_main,
-        args=(
-            impl_name,
-            anchor_path,
-            n_reader,
-            [a for a, _ in pairs],
-            out_send,
-            settings,
-            cpus[0] if pinned else None,
-        ),
+    result, codes = run_spawned(
+        writer_main,
+        reader_main,
+        (impl_name, anchor_path),
+        n_reader,
+        settings,
+        settings.trial_timeout_s,
     )
-    readers = [
-        ctx.Process(
-            target=reader_main,
-            args=(impl_name, anchor_path, r, b, settings, cpus[1] if pinned else None),
-        )
-        for r, (_, b) in enumerate(pairs)
-    ]
-    procs = [writer, *readers]
-    for p in procs:
-        p.start()
-    out_send.close()
-    result: TrialResult | None = None
-    try:
-        if out_recv.poll(settings.trial_timeout_s):
-            result = out_recv.recv()
-    except EOFError:
-        result = None
-    finally:
-        deadline = time.monotonic() + 30
-        for p in procs:
-            p.join(max(0.1, deadline - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    codes = [p.exitcode for p in procs]
     if result is None:
         result = TrialResult(impl_name, n_reader)
         result.failures.append(
@@ -855,38 +844,87 @@ def vs_sglang(group: str, name: str, unit: str, mine: float, other: float, **ext
     )
 
 
+@dataclass(frozen=True)
+class Versus:
+    """Both queues' trials with one reader count, in round order: what every row compares."""
+
+    n_reader: int
+    ours: list[TrialResult]
+    theirs: list[TrialResult]
+
+    def pooled(
+        self,
+        group: str,
+        name: str,
+        unit: str,
+        samples: Callable[[TrialResult], Sequence[float]],
+        mine: Callable[[list[float]], float] = statistics.median,
+        other: Callable[[list[float]], float] = statistics.median,
+        **extra: Any,
+    ) -> list[Result]:
+        """The row of each side's samples pooled over its trials, reduced by ``mine`` (ours) and
+        ``other`` (SGLang's); no row when either side has no samples."""
+        ours = [x for t in self.ours for x in samples(t)]
+        theirs = [x for t in self.theirs for x in samples(t)]
+        if not ours or not theirs:
+            return []
+        group = f"{group} {self.n_reader}"
+        return [vs_sglang(group, name, unit, mine(ours), other(theirs), **extra)]
+
+
+def versus(trials: dict[tuple[str, int], list[TrialResult]], n_reader: int, anchor: str) -> Versus:
+    return Versus(n_reader, trials[("cardcage", n_reader)], trials[(anchor, n_reader)])
+
+
+def round_spread(
+    mine: Iterable[Sequence[float]], theirs: Iterable[Sequence[float]]
+) -> tuple[float, float] | None:
+    """The 25-75 % range of the ratio of medians, round by round (rounds where both sides have
+    samples); None without any such round."""
+    ratios = [
+        statistics.median(a) / statistics.median(b)
+        for a, b in zip(mine, theirs, strict=False)
+        if a and b
+    ]
+    return quartiles(ratios) if ratios else None
+
+
+def latency_of(key: str) -> Callable[[TrialResult], list[float]]:
+    """A trial's one-way latencies of ``key`` (``kind:size``)."""
+    return lambda t: t.latency.get(key, [])
+
+
+def measured(attr: str, size: int) -> Callable[[TrialResult], list[float]]:
+    """A trial's one measurement of ``attr`` (``throughput``, ``cpu_per_msg``) at ``size``."""
+
+    def samples(t: TrialResult) -> list[float]:
+        values: dict[int, float] = getattr(t, attr)
+        return [values[size]] if size in values else []
+
+    return samples
+
+
 def latency_rows(
     trials: dict[tuple[str, int], list[TrialResult]], n_reader: int, anchor: str
 ) -> list[Result]:
-    rows = []
-    ours_trials = trials[("cardcage", n_reader)]
-    theirs_trials = trials[(anchor, n_reader)]
+    rows: list[Result] = []
+    vs = versus(trials, n_reader, anchor)
     tag = "1 reader, pinned" if n_reader == 1 else f"{n_reader} readers, oversubscribed"
     for kind in KINDS:
         for size in SIZES:
-            key = f"{kind}:{size}"
-            ours = [x for t in ours_trials for x in t.latency.get(key, [])]
-            theirs = [x for t in theirs_trials for x in t.latency.get(key, [])]
-            if not ours or not theirs:
-                continue
-            per_round = [
-                statistics.median(a.latency[key]) / statistics.median(b.latency[key])
-                for a, b in zip(ours_trials, theirs_trials, strict=False)
-                if a.latency.get(key) and b.latency.get(key)
-            ]
+            samples = latency_of(f"{kind}:{size}")
+            spread = round_spread(map(samples, vs.ours), map(samples, vs.theirs))
             budget = LATENCY_BUDGETS.get(size) if n_reader == 1 and kind == "bytes" else None
             for q in (50, 99):
-                mine, other = percentile(ours, q), percentile(theirs, q)
-                rows.append(
-                    vs_sglang(
-                        f"latency {n_reader}",
-                        f"one-way p{q} {kind} {size_label(size)} ({tag})",
-                        "µs",
-                        mine,
-                        other,
-                        budget=budget if q == 50 else None,
-                        spread=quartiles(per_round) if q == 50 and per_round else None,
-                    )
+                rows += vs.pooled(
+                    "latency",
+                    f"one-way p{q} {kind} {size_label(size)} ({tag})",
+                    "µs",
+                    samples,
+                    mine=partial(percentile, q=q),
+                    other=partial(percentile, q=q),
+                    budget=budget if q == 50 else None,
+                    spread=spread if q == 50 else None,
                 )
     return rows
 
@@ -897,119 +935,76 @@ def other_rows(
     anchor: str,
     floors: dict[tuple[str, int], list[list[float]]] | None = None,
 ) -> list[Result]:
-    rows = []
-    ours_trials = trials[("cardcage", n_reader)]
-    theirs_trials = trials[(anchor, n_reader)]
+    rows: list[Result] = []
+    vs = versus(trials, n_reader, anchor)
     tag = f"{n_reader} reader{'s' if n_reader > 1 else ''}"
-
-    def med(ts: list[TrialResult], attr: str, size: int) -> float:
-        values: list[float] = [getattr(t, attr)[size] for t in ts if size in getattr(t, attr)]
-        return statistics.median(values)
-
     for size in SIZES:
-        if not all(size in t.throughput for t in ours_trials + theirs_trials):
+        if not all(size in t.throughput for t in vs.ours + vs.theirs):
             continue
-        mine, other = med(ours_trials, "throughput", size), med(theirs_trials, "throughput", size)
-        rows.append(
-            vs_sglang(
-                f"throughput {n_reader}",
-                f"throughput bytes {size_label(size)} ({tag}; higher is better)",
-                "msg/s",
-                mine,
-                other,
-            )
+        label = size_label(size)
+        rows += vs.pooled(
+            "throughput",
+            f"throughput bytes {label} ({tag}; higher is better)",
+            "msg/s",
+            measured("throughput", size),
         )
-        mine, other = med(ours_trials, "cpu_per_msg", size), med(theirs_trials, "cpu_per_msg", size)
-        rows.append(
-            vs_sglang(
-                f"cpu {n_reader}",
-                f"CPU per message bytes {size_label(size)} ({tag}, all processes)",
-                "µs",
-                mine,
-                other,
-            )
+        rows += vs.pooled(
+            "cpu",
+            f"CPU per message bytes {label} ({tag}, all processes)",
+            "µs",
+            measured("cpu_per_msg", size),
         )
-    ours_idle = [x for t in ours_trials for x in t.idle_cpu]
-    theirs_idle = [x for t in theirs_trials for x in t.idle_cpu]
-    if ours_idle and theirs_idle:
-        mine, other = max(ours_idle), statistics.median(theirs_idle)
-        rows.append(
-            vs_sglang(
-                f"idle {n_reader}",
-                f"idle reader CPU, worst reader/window ({tag}, > 100 ms idle)",
-                "%",
-                mine,
-                other,
-                reference_label="SGLang median",
-                limit=IDLE_CPU_LIMIT,
-            )
-        )
-    ours_cold = [x for t in ours_trials for x in t.cold_wake]
-    theirs_cold = [x for t in theirs_trials for x in t.cold_wake]
-    if ours_cold and theirs_cold:
-        mine, other = statistics.median(ours_cold), statistics.median(theirs_cold)
-        rows.append(
-            vs_sglang(
-                f"cold {n_reader}",
-                f"cold-wake one-way p50 64 B ({tag}, after idle)",
-                "µs",
-                mine,
-                other,
-            )
-        )
-        rows += floor_rows(floors or {}, n_reader, tag, mine, other, ours_trials, theirs_trials)
+    rows += vs.pooled(
+        "idle",
+        f"idle reader CPU, worst reader/window ({tag}, > 100 ms idle)",
+        "%",
+        lambda t: t.idle_cpu,
+        mine=max,
+        reference_label="SGLang median",
+        limit=IDLE_CPU_LIMIT,
+    )
+    cold = vs.pooled(
+        "cold", f"cold-wake one-way p50 64 B ({tag}, after idle)", "µs", lambda t: t.cold_wake
+    )
+    if cold:
+        rows += cold + floor_rows(floors or {}, vs, tag, cold[0])
     return rows
 
 
 def floor_rows(
-    floors: dict[tuple[str, int], list[list[float]]],
-    n_reader: int,
-    tag: str,
-    ours: float,
-    theirs: float,
-    ours_trials: list[TrialResult],
-    theirs_trials: list[TrialResult],
+    floors: dict[tuple[str, int], list[list[float]]], vs: Versus, tag: str, cold: Result
 ) -> list[Result]:
     """What any sleeping reader pays here: a bare wake after the same idle, against SGLang's
-    spinning reader, and the queue's cold wake against the bare futex wake (its floor)."""
+    spinning reader (``cold``'s reference), and the queue's cold wake (``cold``'s value)
+    against the bare futex wake (its floor)."""
     rows = []
+    group = f"cold {vs.n_reader}"
     for mech in FLOOR_MECHANISMS:
-        rounds = floors.get((mech, n_reader))
+        rounds = floors.get((mech, vs.n_reader))
         if not rounds:
             continue
-        pooled = [x for r in rounds for x in r]
-        floor = statistics.median(pooled)
-        per_round = [
-            statistics.median(f) / statistics.median(t.cold_wake)
-            for f, t in zip(rounds, theirs_trials, strict=False)
-            if f and t.cold_wake
-        ]
+        floor = statistics.median([x for r in rounds for x in r])
         what = "bare futex wake (ctypes syscall)" if mech == "futex" else "pipe wake (read/write)"
         rows.append(
             vs_sglang(
-                f"cold {n_reader}",
+                group,
                 f"cold-wake floor: {what}, no queue ({tag}, after idle)",
                 "µs",
                 floor,
-                theirs,
-                spread=quartiles(per_round) if per_round else None,
+                cold.reference,
+                spread=round_spread(rounds, (t.cold_wake for t in vs.theirs)),
             )
         )
         if mech == "futex":
-            per_round = [
-                statistics.median(o.cold_wake) / statistics.median(f)
-                for o, f in zip(ours_trials, rounds, strict=False)
-                if f and o.cold_wake
-            ]
             rows.append(
                 vs_sglang(
-                    f"cold {n_reader}",
+                    group,
                     f"cold wake over its floor: cardcage.shm / bare futex wake ({tag})",
                     "µs",
-                    ours,
+                    cold.value,
                     floor,
                     reference_label="bare futex wake",
-                    spread=quartiles(per_round) if per_round else None,
+                    spread=round_spread((o.cold_wake for o in vs.ours), rounds),
                 )
             )
     return rows
