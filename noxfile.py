@@ -611,7 +611,8 @@ def scenario_sglang_engine(session: nox.Session) -> None:
     host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
     pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
     session.install(*wheels, *PYTEST, *pins)
-    releases = Path(session.create_tmp()) / "sglang-engine-releases"
+    # Absolute: the test's SGLang processes run in their own folder, with this on PYTHONPATH.
+    releases = Path(session.create_tmp()).resolve() / "sglang-engine-releases"
     for version in SGLANG_ENGINE_OLD_RELEASES:
         if (releases / version).is_dir():
             continue  # kept from an earlier run with -r

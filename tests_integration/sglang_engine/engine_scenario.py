@@ -72,7 +72,7 @@ def release_site(version: str) -> Path | None:
     if version == VENV_RELEASE:
         return None
     sites = os.environ.get(RELEASE_SITES_ENV)
-    site = Path(sites or ".") / version
+    site = (Path(sites or ".") / version).resolve()  # the Engine runs in another folder
     if not sites or not (site / "sglang").is_dir():
         raise FileNotFoundError(
             f"SGLang {version} is not unpacked at ${RELEASE_SITES_ENV}/{version} ({site}): "

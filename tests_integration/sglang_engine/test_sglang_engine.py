@@ -172,6 +172,7 @@ def test_sglang_built_its_in_tree_kv_cache_for_a_platform_that_declares_none(
 
 
 def test_sglang_built_the_allocator_the_platform_answered_or_its_own(run: dict[str, Any]) -> None:
+    assert DemoCpuSRTPlatform().get_paged_allocator_cls() is None  # "the runtime's own"
     built = _scheduler_probe(run)
     assert built["allocator"].startswith("sglang.srt.mem_cache.allocator.")  # in-tree
     row, _ = release_for(run["release"])
