@@ -174,6 +174,12 @@ SGLANG_ENGINE_PINS = [
     "fastapi==0.142.2",  # sglang.srt.entrypoints.engine_info_bootstrap_server
     "uvicorn==0.54.0",  # sglang.srt.entrypoints.engine_info_bootstrap_server
 ]
+# The releases before 0.5.22 whose Engine scenario-sglang-engine runs too, in the same venv: each
+# is unpacked from its wheel (--no-deps --no-compile) with the transformers and tokenizers its
+# metadata pins (SGLANG_RELEASES) into a site that the test puts first on PYTHONPATH. 0.5.20's
+# Engine needs nothing beyond SGLANG_ENGINE_PINS: it generated on them, on torch 2.14.1 (it pins
+# 2.13.0, which has no torchvision that imports on this CPU) and compressed-tensors 0.18.0.
+SGLANG_ENGINE_OLD_RELEASES = ("0.5.20",)
 
 
 SessionFunc = Callable[[nox.Session], None]
@@ -587,12 +593,16 @@ def scenario_sglang_releases(session: nox.Session) -> None:
 
 @session(name="scenario-sglang-engine", python=PYTHON)
 def scenario_sglang_engine(session: nox.Session) -> None:
-    """SGLang 0.5.23's own SRT ``Engine`` generates text on demo-cpu's platform (DESIGN §8).
+    """SGLang's own SRT ``Engine`` generates text on demo-cpu's platform, 0.5.23 and 0.5.20.
 
-    One venv: SGLang's wheel with ``--no-deps``, ``SGLANG_HOST_PINS`` (less torch and triton),
-    ``SGLANG_ENGINE_PINS`` (torch 2.14.1, the real torchvision, the engine path's imports), and
-    the core-hooks, core-platforms and demo-cpu wheels. The test makes a tiny random Llama at test
-    time and runs ``sglang.Engine(...).generate()`` in a fresh interpreter; nothing is stubbed.
+    One venv: SGLang 0.5.23's wheel with ``--no-deps``, ``SGLANG_HOST_PINS`` (less torch and
+    triton), ``SGLANG_ENGINE_PINS`` (torch 2.14.1, the real torchvision, the engine path's
+    imports), and the core-hooks, core-platforms and demo-cpu wheels. Each release of
+    ``SGLANG_ENGINE_OLD_RELEASES`` is unpacked into its own site under
+    ``$CC_SGLANG_ENGINE_RELEASES``, as scenario-sglang-releases does. The test makes a tiny
+    random Llama at test time and runs ``sglang.Engine(...).generate()`` in a fresh interpreter
+    per release, with a probe plugin that reports the KV cache SGLang's scheduler built (DESIGN
+    §8); nothing is stubbed. The old release adds about a minute to the session.
     """
     wheels = build_wheels(
         session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / "demo-cpu"
@@ -601,7 +611,19 @@ def scenario_sglang_engine(session: nox.Session) -> None:
     host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
     pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
     session.install(*wheels, *PYTEST, *pins)
-    session.run("pytest", "tests_integration/sglang_engine", *session.posargs)
+    # Absolute: the test's SGLang processes run in their own folder, with this on PYTHONPATH.
+    releases = Path(session.create_tmp()).resolve() / "sglang-engine-releases"
+    for version in SGLANG_ENGINE_OLD_RELEASES:
+        if (releases / version).is_dir():
+            continue  # kept from an earlier run with -r
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+            "--target", str(releases / version), f"sglang=={version}", *SGLANG_RELEASES[version],
+        )  # fmt: skip
+    session.run(
+        "pytest", "tests_integration/sglang_engine", *session.posargs,
+        env={"CC_SGLANG_ENGINE_RELEASES": str(releases)},
+    )  # fmt: skip
 
 
 @session(python=PYTHON)

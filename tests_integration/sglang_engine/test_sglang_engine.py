@@ -1,11 +1,15 @@
-"""SGLang 0.5.23's own SRT ``Engine`` generates text on demo-cpu's platform (DESIGN §8).
+"""SGLang's own SRT ``Engine`` generates text on demo-cpu's platform, old and new (DESIGN §8).
 
 Run by the nox session ``scenario-sglang-engine`` (see ``engine_scenario.py`` for the venv and
-the model). One fresh interpreter runs ``sglang.Engine(model_path=...)`` with
-``SGLANG_PLATFORM=demo_cpu`` and nothing that names a device: SGLang resolves its arguments in
-that launcher process, spawns its scheduler and detokenizer, loads the tiny model, allocates its
-KV cache and generates. demo-cpu is installed from its wheel, unchanged; its opt-in evidence file
-(``CARDCAGE_DEMO_CPU_EVIDENCE``) says, per process, what of demo-cpu SGLang ran there.
+the model), once per release in ``RELEASES``: 0.5.23, the contract's own release, and 0.5.20,
+the last release before 0.5.22 changed what "no class" means from a KV-pool or allocator
+factory (before it, SGLang builds whatever an out-of-tree platform's factory returns). One fresh
+interpreter runs ``sglang.Engine(model_path=...)`` with ``SGLANG_PLATFORM=demo_cpu`` and nothing
+that names a device: SGLang resolves its arguments in that launcher process, spawns its
+scheduler and detokenizer, loads the tiny model, allocates its KV cache and generates. demo-cpu
+is installed from its wheel, unchanged; its opt-in evidence file (``CARDCAGE_DEMO_CPU_EVIDENCE``)
+says, per process, what of demo-cpu SGLang ran there, and the harness's probe plugin
+(``engine_probe.py``) says what SGLang's scheduler built.
 
 torchvision is the real 0.29.1 (SGLang's configs import it); no module of SGLang or torchvision
 is stubbed, and the test patches nothing.
@@ -18,8 +22,16 @@ from typing import Any
 import pytest
 from engine_scenario import make_tiny_llama, run_engine
 
+from cardcage.platforms.hosts.sglang.releases import parse_version, release_for
 from cardcage_demo_cpu.evidence import read_evidence
 from cardcage_demo_cpu.platform import DemoCpuSRTPlatform
+
+#: The releases whose Engine runs: the venv's own, and the newest one before 0.5.22.
+RELEASES = ("0.5.23", "0.5.20")
+#: SGLang's in-tree pool for the tiny Llama's attention (MHA), in every release.
+IN_TREE_MHA_POOL = "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool"
+#: The first release whose detokenizer process calls ``load_plugins()`` (detokenizer_manager.py).
+DETOKENIZER_LOADS_PLUGINS_FROM = (0, 5, 22)
 
 DEVICE_MEMORY = "sglang.srt.utils.common.get_device_memory_capacity"
 DEMO_CPU_HOOK = "cardcage_demo_cpu.hooks.time_device_memory_query"
@@ -29,15 +41,17 @@ MIB = 1 << 20
 THREADS = "1"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One Engine start-up for every case: it costs tens of seconds of SGLang imports."""
-    folder = tmp_path_factory.mktemp("sglang-engine")
+@pytest.fixture(scope="module", params=RELEASES, ids=lambda version: f"sglang-{version}")
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One Engine start-up per release for every case: it costs tens of seconds of imports."""
+    release: str = request.param
+    folder = tmp_path_factory.mktemp(f"sglang-engine-{release}")
     model = make_tiny_llama(folder / "tiny-llama")
     evidence = folder / "evidence.jsonl"
     report = run_engine(
         model,
         folder / "report.json",
+        release=release,
         SGLANG_PLATFORM="demo_cpu",
         CARDCAGE_DEMO_CPU_EVIDENCE=str(evidence),
         CARDCAGE_DEMO_CPU_THREADS=THREADS,
@@ -48,6 +62,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         by_pid.setdefault(line["pid"], {})[f"{line['event']}:{line['key']}"] = line
     report["evidence"] = by_pid
     report["children"] = {int(pid): title for pid, title in report["children"].items()}
+    report["release"] = release
     return report
 
 
@@ -109,8 +124,11 @@ def test_demo_cpus_hook_is_registered_with_sglang_attributed_to_demo_cpu(
     assert run["hooks"] == [
         {"hook": DEMO_CPU_HOOK, "type": "AROUND", "source": DEMO_CPU_SOURCE, "applied": True}
     ]
-    # SGLang's load_plugins() ran demo-cpu's register() in every one of its processes.
-    pids = {run["launcher"], _child(run, "sglang::scheduler"), _child(run, "sglang::detokenizer")}
+    # SGLang's load_plugins() ran demo-cpu's register() in every process that calls it: the
+    # launcher and the scheduler, and from 0.5.22 on the detokenizer too (0.5.20's never does).
+    pids = {run["launcher"], _child(run, "sglang::scheduler")}
+    if parse_version(run["release"]) >= DETOKENIZER_LOADS_PLUGINS_FROM:
+        pids.add(_child(run, "sglang::detokenizer"))
     registered = {
         pid for pid, lines in run["evidence"].items() if f"register:{DEVICE_MEMORY}" in lines
     }
@@ -121,3 +139,59 @@ def test_demo_cpus_hook_is_registered_with_sglang_attributed_to_demo_cpu(
 
 def test_only_sglangs_processes_wrote_evidence(run: dict[str, Any]) -> None:
     assert set(run["evidence"]) <= {run["launcher"], *run["children"]}
+
+
+def _scheduler_probe(run: dict[str, Any]) -> dict[str, Any]:
+    """The probe plugin's one line: what SGLang's one scheduler built, from that scheduler."""
+    (line,) = run["probe"]
+    assert line["pid"] == _child(run, "sglang::scheduler")
+    assert line["sglang"] == run["release"]  # the release under test, not the venv's own
+    return line
+
+
+def test_sglang_built_its_in_tree_kv_cache_for_a_platform_that_declares_none(
+    run: dict[str, Any],
+) -> None:
+    assert DemoCpuSRTPlatform().get_kv_pool_cls(kind="mha") is None  # "the runtime's own"
+    built = _scheduler_probe(run)
+    assert built["platform"] == run["platform"]["class"]  # the adapter, in the scheduler too
+    assert built["kv_cache"] == IN_TREE_MHA_POOL
+    assert built["max_total_num_tokens"] == 512  # the Engine's max_total_tokens: a real pool
+    row, supported = release_for(run["release"])
+    assert supported
+    if row.kv_pool_factories:
+        # Before 0.5.22 SGLang builds what get_mha_kv_pool_cls() returns: the adapter answered
+        # the release's in-tree class for demo-cpu's None, and that is the cache SGLang built.
+        assert built["kv_pool_question"] == "get_mha_kv_pool_cls()"
+        _, fallback = row.kv_pool_factories["get_mha_kv_pool_cls"]
+        assert built["kv_pool_answer"] == fallback.replace(":", ".") == built["kv_cache"]
+    else:
+        # From 0.5.22 the None reaches SGLang, which falls back to its own class.
+        assert built["kv_pool_question"] == "get_kv_pool_cls(kind='mha')"
+        assert built["kv_pool_answer"] is None
+
+
+def test_sglang_built_the_allocator_the_platform_answered_or_its_own(run: dict[str, Any]) -> None:
+    assert DemoCpuSRTPlatform().get_paged_allocator_cls() is None  # "the runtime's own"
+    built = _scheduler_probe(run)
+    assert built["allocator"].startswith("sglang.srt.mem_cache.allocator.")  # in-tree
+    row, _ = release_for(run["release"])
+    if row.allocator_fallback is not None:
+        # Before 0.5.22 SGLang constructs get_paged_allocator_cls()'s answer for an out-of-tree
+        # platform: the adapter's in-tree allocator, since demo-cpu answers None.
+        module, name = row.allocator_fallback.split(":")
+        assert built["allocator_answer"] == built["allocator"]
+        assert built["allocator"].startswith(f"{module}.")
+        assert built["allocator"].endswith(f".{name}")
+    else:
+        assert built["allocator_answer"] is None  # SGLang picks its own
+
+
+def test_sglangs_graph_question_is_answered_from_demo_cpus_capabilities(
+    run: dict[str, Any],
+) -> None:
+    built = _scheduler_probe(run)
+    row, _ = release_for(run["release"])
+    expected = "support_cuda_graph()" if row.capability_methods else "capabilities.graph_capture"
+    assert built["graph_question"] == expected
+    assert built["graph_answer"] is DemoCpuSRTPlatform().capabilities.graph_capture

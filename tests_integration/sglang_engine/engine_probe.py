@@ -1,0 +1,97 @@
+"""A test-only SGLang general plugin: what SGLang's scheduler built, read from its own objects.
+
+The KV pool and the allocator that serve requests live in SGLang's scheduler process, which the
+launcher cannot inspect. ``engine_scenario.probe_site`` installs this module as a distribution
+of its own (``cc-engine-probe``, entry point ``sglang.srt.plugins: cc_engine_probe =
+engine_probe:register``) on the Engine's PYTHONPATH, so SGLang's own ``load_plugins()`` runs
+``register()`` in each of its processes, exactly as it runs demo-cpu's. The plugin registers one
+AFTER hook, with SGLang's hook registry, on ``Scheduler.__init__``: once the scheduler has built
+its memory pool, the hook writes one JSON line to ``$CC_ENGINE_PROBE`` with the classes of the
+scheduler's allocator and of the KV cache behind it, and what the selected platform answers, in
+that release's own names, to the questions SGLang asks about KV pools and graphs.
+
+It observes and changes nothing: the hook returns None (SGLang keeps ``__init__``'s result),
+and it registers only where SGLang has already imported its scheduler module (the launcher and
+the scheduler), so the probe never imports an SGLang module a process would not import anyway.
+Not part of any package: it is the scenario's harness, not a vendor example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
+SCHEDULER_INIT = f"{SCHEDULER_MODULE}.Scheduler.__init__"
+#: Where the JSON lines go; unset, the plugin registers nothing.
+REPORT_ENV = "CC_ENGINE_PROBE"
+
+
+def _name(obj: object) -> str | None:
+    """``module.Qualname`` of a class (or of an object's class); None stays None."""
+    if obj is None:
+        return None
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _platform_answers() -> dict[str, Any]:
+    """What the selected platform answers where this release asks, under the release's names.
+
+    Releases before 0.5.22 ask ``get_mha_kv_pool_cls()`` and ``support_cuda_graph()``; later
+    ones ask ``get_kv_pool_cls(kind="mha")`` and read ``capabilities.graph_capture``. Which one
+    this release has is read from SGLang's own base class, never from a version number. Every
+    release asks ``get_paged_allocator_cls()`` (before 0.5.22 it builds what comes back).
+    """
+    from sglang.srt.platforms import current_platform
+    from sglang.srt.platforms.interface import SRTPlatform
+
+    if hasattr(SRTPlatform, "get_mha_kv_pool_cls"):
+        pool_question, pool = "get_mha_kv_pool_cls()", current_platform.get_mha_kv_pool_cls()
+    else:
+        pool_question, pool = (
+            "get_kv_pool_cls(kind='mha')",
+            current_platform.get_kv_pool_cls(kind="mha"),
+        )
+    if hasattr(SRTPlatform, "support_cuda_graph"):
+        graph_question, graph = "support_cuda_graph()", current_platform.support_cuda_graph()
+    else:
+        graph_question = "capabilities.graph_capture"
+        graph = current_platform.capabilities.graph_capture
+    return {
+        "platform": _name(current_platform),
+        "kv_pool_question": pool_question,
+        "kv_pool_answer": _name(pool),
+        "allocator_answer": _name(current_platform.get_paged_allocator_cls()),
+        "graph_question": graph_question,
+        "graph_answer": graph,
+    }
+
+
+def _after_scheduler_init(result: None, scheduler: Any, *args: Any, **kwargs: Any) -> None:
+    """Write what this scheduler built and what its platform answered, as one JSON line."""
+    import sglang
+
+    allocator = scheduler.token_to_kv_pool_allocator
+    line = {
+        "pid": os.getpid(),
+        "sglang": sglang.__version__,
+        "allocator": _name(allocator),
+        "kv_cache": _name(allocator.get_kvcache()),
+        "max_total_num_tokens": scheduler.max_total_num_tokens,
+        **_platform_answers(),
+    }
+    with Path(os.environ[REPORT_ENV]).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def register() -> None:
+    """SGLang's general-plugin entry point: hook the scheduler where SGLang has imported it."""
+    if not os.environ.get(REPORT_ENV) or SCHEDULER_MODULE not in sys.modules:
+        return
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    HookRegistry.register(SCHEDULER_INIT, _after_scheduler_init, HookType.AFTER)
