@@ -5,7 +5,7 @@
     cardcage hooks                      run load_plugins() and list every hook and its status
     cardcage env                        interpreter, OS, distributions and every cardcage variable
     cardcage doctor [--strict]          problems that break or silently change start-up
-    cardcage new DEST [options]         generate a vendor platform plugin (cardcage.platforms.scaffold)
+    cardcage new DEST [options]         generate a vendor platform plugin in a new folder
 
 Every command takes ``--runtime NAME`` (a runtime registered in the ``cardcage.runtimes``
 entry-point group; default: all of them), so a runtime embedded under its own profile is covered
@@ -529,8 +529,6 @@ def _add_new(commands: Any) -> None:
         ),
     )
     new.add_argument("destination", metavar="DEST", help="the folder to create")
-    new.add_argument("--json", action="store_true", help="print what was written as JSON")
-    new.add_argument("-v", "--verbose", action="count", default=0, help=argparse.SUPPRESS)
     names = new.add_argument_group("names")
     names.add_argument(
         "--distribution", metavar="NAME", help="distribution name (default: DEST's folder name)"
@@ -588,7 +586,7 @@ def _add_new(commands: Any) -> None:
         action="store_true",
         help="write into DEST even if it holds files (same names are replaced)",
     )
-    new.set_defaults(run=_cmd_new)
+    new.set_defaults(run=_cmd_new, json=False, verbose=0)
 
 
 def _version() -> str:

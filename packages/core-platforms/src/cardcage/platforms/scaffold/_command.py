@@ -25,14 +25,6 @@ class NewReport:
     destination: Path
     files: tuple[str, ...]
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "schema": "cardcage.new/1",
-            "destination": str(self.destination),
-            "plugin": self.spec.as_json(),
-            "files": list(self.files),
-        }
-
 
 def create(args: argparse.Namespace) -> NewReport:
     """Plan the plugin from the parsed options and write it; raises ``ScaffoldError``."""

@@ -109,7 +109,7 @@ def check_package(name: str, *, distribution: str) -> str:
         rule = "an import package is a Python identifier (ASCII letters, digits and '_')"
     elif keyword.iskeyword(name):
         rule = "it is a Python keyword"
-    elif name.split(".")[0] == "cardcage":
+    elif name == "cardcage":
         rule = "'cardcage' is cardcage's own namespace package"
     elif name != name.lower():
         rule = "import packages are lower case (PEP 8), and the generated files assume it"
@@ -202,8 +202,7 @@ def check_class_prefix(prefix: str, *, distribution: str) -> str:
         raise InvalidPluginNameError(
             "class prefix",
             prefix,
-            "it starts the platform classes' names: an upper-case letter, then letters and "
-            "digits",
+            "it starts the platform classes' names: an upper-case letter, then letters and digits",
             flag="--class-prefix",
             suggestion=class_prefix_from(_snake(prefix)) or None,
             distribution=distribution,

@@ -81,9 +81,9 @@ def _values(spec: PluginSpec) -> dict[str, str]:
     if diffusion:
         runtime = spec.requirement("cardcage-diffusion-runtime")
         values["diffusion_extra"] = (
-            "# The diffusion half (src/{pkg}/diffusion): the runtime that loads it brings torch.\n"
-            'diffusion = ["{runtime}"]\n'
-        ).format(pkg=pkg, runtime=runtime)
+            f"# The diffusion half (src/{pkg}/diffusion): its runtime brings torch.\n"
+            f'diffusion = ["{runtime}"]\n'
+        )
         values["diffusion_entry_points"] = (
             '\n[project.entry-points."sglang.multimodal_gen.platforms"]\n'
             f'{ep} = "{pkg}.diffusion:activate"\n'
@@ -101,13 +101,11 @@ def _values(spec: PluginSpec) -> dict[str, str]:
             f'{ep} = "{pkg}.hooks:register"\n'
         )
         values["vllm_section_attribute"] = (
-            "    #: What only vLLM asks (attention backend, worker class): imported only under vLLM.\n"
+            "    #: What only vLLM asks (attention backend, worker class), imported under vLLM.\n"
             f'    vllm_section = "{pkg}.vllm_section:{prefix}VllmSection"\n'
         )
         values["vllm_hook"] = _render_text(_template("snippets/vllm_hook.py"), values)
-        values["vllm_hooks_argument"] = (
-            '    vllm=[around("vllm.utils.import_utils.resolve_obj_by_qualname", log_vllm_resolve)],\n'
-        )
+        values["vllm_hooks_argument"] = "    vllm=[around(VLLM_RESOLVE, log_vllm_resolve)],\n"
         values["vllm_readme"] = _render_text(_template("snippets/vllm.md"), values)
     return values
 
@@ -132,9 +130,7 @@ def _urls_table(spec: PluginSpec) -> str:
 
 
 def _template(name: str) -> str:
-    return (resources.files(__package__) / "templates" / f"{name}.tmpl").read_text(
-        encoding="utf-8"
-    )
+    return (resources.files(__package__) / "templates" / f"{name}.tmpl").read_text(encoding="utf-8")
 
 
 def _render_text(text: str, values: dict[str, str]) -> str:

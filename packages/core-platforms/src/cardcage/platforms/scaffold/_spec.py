@@ -64,33 +64,16 @@ class PluginSpec:
         return self.entry_point.upper()
 
     def requirement(self, distribution: str) -> str:
-        """``cardcage-core-platforms>=0.1.0,<0.2``: one of cardcage's distributions, with its range."""
+        """A cardcage distribution with its range: ``cardcage-core-platforms>=0.1.0,<0.2``."""
         return f"{distribution}{dict(self.requirements)[distribution]}"
-
-    def as_json(self) -> dict[str, object]:
-        """The spec as ``cardcage new --json`` prints it."""
-        return {
-            "distribution": self.distribution,
-            "package": self.package,
-            "entry_point": self.entry_point,
-            "device": self.device,
-            "device_type": self.device_type,
-            "class_prefix": self.class_prefix,
-            "description": self.description,
-            "authors": [{"name": a.name, "email": a.email} for a in self.authors],
-            "urls": dict(self.urls),
-            "license": self.license,
-            "targets": sorted(self.targets),
-            "requirements": [self.requirement(d) for d, _ in self.requirements],
-        }
 
 
 def compatible_range(version: str) -> str:
     """``>=0.1.0,<0.2`` for 0.1.0: this release or a later one that keeps its API (a new minor
     version may break a 0.x API, a new major version a 1.x one). Pre-release and local parts are
     dropped from the lower bound."""
-    numbers = [int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3]]
-    major, minor, patch = (numbers + [0, 0, 0])[:3]
+    numbers = [int(n) for n in re.findall(r"\d+", version.split("+", maxsplit=1)[0])[:3]]
+    major, minor, patch = [*numbers, 0, 0, 0][:3]
     upper = f"{major}.{minor + 1}" if major == 0 else f"{major + 1}"
     return f">={major}.{minor}.{patch},<{upper}"
 
@@ -107,8 +90,7 @@ def _requirements(targets: frozenset[str]) -> tuple[tuple[str, str], ...]:
     distributions share one version line, so one not installed here (the diffusion runtime on a
     machine without torch) takes core-platforms' version."""
     from cardcage.hooks import __version__ as hooks_version
-
-    from .. import __version__ as platforms_version
+    from cardcage.platforms import __version__ as platforms_version
 
     platforms = _installed_version("cardcage-core-platforms", platforms_version)
     wanted = [
@@ -116,9 +98,8 @@ def _requirements(targets: frozenset[str]) -> tuple[tuple[str, str], ...]:
         ("cardcage-core-platforms", platforms),
     ]
     if "diffusion" in targets:
-        wanted.append(
-            ("cardcage-diffusion-runtime", _installed_version("cardcage-diffusion-runtime", platforms))
-        )
+        runtime = _installed_version("cardcage-diffusion-runtime", platforms)
+        wanted.append(("cardcage-diffusion-runtime", runtime))
     return tuple((name, compatible_range(version)) for name, version in wanted)
 
 
@@ -200,20 +181,16 @@ def plan_plugin(
     description: str | None = None,
     authors: list[str] | None = None,
     urls: list[str] | None = None,
-    license: str | None = None,
+    license: str | None = None,  # noqa: A002 - the pyproject field's name
     targets: list[str] | None = None,
 ) -> PluginSpec:
     """The plugin ``cardcage new`` would write to ``destination``; raises
     ``InvalidPluginNameError`` for the first name or value that cannot be used."""
     dist = _names.check_distribution(distribution or destination.resolve().name)
     pkg = _names.check_package(package or _names.package_from(dist), distribution=dist)
-    name = _names.check_entry_point(
-        entry_point or _names.entry_point_from(pkg), distribution=dist
-    )
+    name = _names.check_entry_point(entry_point or _names.entry_point_from(pkg), distribution=dist)
     dev = _names.check_device_name(device or name, distribution=dist)
-    dev_type = _names.check_device_name(
-        device_type or dev, distribution=dist, flag="--device-type"
-    )
+    dev_type = _names.check_device_name(device_type or dev, distribution=dist, flag="--device-type")
     prefix = _names.check_class_prefix(
         class_prefix or _names.class_prefix_from(dev), distribution=dist
     )
