@@ -130,7 +130,9 @@ def _urls_table(spec: PluginSpec) -> str:
 
 
 def _template(name: str) -> str:
-    return (resources.files(__package__) / "templates" / f"{name}.tmpl").read_text(encoding="utf-8")
+    return (
+        resources.files("cardcage.platforms.scaffold") / "templates" / f"{name}.tmpl"
+    ).read_text(encoding="utf-8")
 
 
 def _render_text(text: str, values: dict[str, str]) -> str:
