@@ -534,7 +534,9 @@ def _add_new(commands: Any) -> None:
         "--distribution", metavar="NAME", help="distribution name (default: DEST's folder name)"
     )
     names.add_argument(
-        "--package", metavar="NAME", help="import package (default: the distribution, as _)"
+        "--package",
+        metavar="NAME",
+        help="import package (default: the distribution name, lower case, with _)",
     )
     names.add_argument(
         "--entry-point",
