@@ -71,3 +71,18 @@ def test_an_around_hook_built_on_it_counts_the_hooked_function(
 
     assert json.dumps([1]) == "[1]"
     assert stats.get("json.dumps").calls == 1
+
+
+def test_a_built_hook_times_into_its_target_and_shows_each_result(
+    hook_sandbox: type[BaseHookRegistry],
+) -> None:
+    stats = CallStats()
+    seen: list[tuple[Any, tuple[Any, ...]]] = []
+    hook = stats.hook("json.loads", then=lambda result, *args, **kw: seen.append((result, args)))
+    hook_sandbox.register("json.loads", hook, HookType.AROUND)
+    hook_sandbox.apply(strict=True)
+    import json
+
+    assert json.loads("[2]") == [2]
+    assert stats.get("json.loads").calls == 1
+    assert seen == [([2], ("[2]",))]

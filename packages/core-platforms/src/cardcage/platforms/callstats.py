@@ -10,7 +10,9 @@ one thread-safe place those counts live, and ``CallStats.timed`` is the AROUND h
         return STATS.timed(PLATFORM_ACCESS, original, *args, **kwargs)
 
 ``STATS.get(PLATFORM_ACCESS)`` then reads the calls, the errors and their wall-clock time. A call
-that raises is counted as an error and the exception goes on unchanged.
+that raises is counted as an error and the exception goes on unchanged. ``STATS.hook(target)``
+builds that AROUND hook for a plugin that needs nothing more (``then=`` sees each result, to log
+it), as demo-cuda's general plugin does.
 
 Import-safe and cheap on the hot path: stdlib only; one lock and two clock reads per call.
 """
@@ -53,6 +55,22 @@ class CallStats:
             return result
         finally:
             self.record(target, time.perf_counter() - start, failed=failed)
+
+    def hook(self, target: str, *, then: Callable[..., None] | None = None) -> Callable[..., Any]:
+        """An AROUND hook that times each call into ``target``'s statistics.
+
+        ``then(result, *args, **kwargs)``, when given, runs after each call that returned (to
+        log what the hooked function answered); its own return value is ignored.
+        """
+
+        def timed(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            result = self.timed(target, original, *args, **kwargs)
+            if then is not None:
+                then(result, *args, **kwargs)
+            return result
+
+        timed.__qualname__ = f"CallStats.hook({target!r})"
+        return timed
 
     def record(self, target: str, elapsed_s: float, *, failed: bool) -> None:
         """Count one call of ``target`` that took ``elapsed_s`` seconds (and raised if failed)."""
