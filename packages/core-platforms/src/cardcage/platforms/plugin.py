@@ -196,18 +196,19 @@ class _HooksPlugin:
         handed_over = host is Host.SGLANG and rehearsal() is None
         registered = registry.registrations()
         added = 0
+        handed_to = f"{registry.__module__}.{registry.__qualname__}"
         for spec in specs:
             if handed_over:
-                key = (f"{registry.__module__}.{registry.__qualname__}", spec)
-                if key in self._handed:
+                if (handed_to, spec) in self._handed:
                     continue
-                self._handed.add(key)
             elif any(
                 record.hook is spec.hook and record.hook_type is spec.type
                 for record in registered.get(spec.target.strip(), ())
             ):
                 continue
             registry.register(spec.target, spec.hook, spec.type)
+            if handed_over:
+                self._handed.add((handed_to, spec))
             added += 1
         logger.debug(
             "%s: registered %d of %d %s hooks under %s",
