@@ -64,6 +64,11 @@ def render(report: NewReport, verbose: int) -> str:
         "wheels, e.g. the dist/ that `python3 -m nox -s build` writes in a cardcage checkout):",
         f"  cd {where}",
         "  python3 -m venv .venv && . .venv/bin/activate",
+        *(
+            ["  pip install torch --index-url https://download.pytorch.org/whl/cpu  # CPU build"]
+            if "diffusion" in spec.targets
+            else []
+        ),
         f"  pip install --find-links /path/to/cardcage/dist -e '.[{extras}]'",
         "  pytest",
         "  cardcage doctor --strict --hooks",

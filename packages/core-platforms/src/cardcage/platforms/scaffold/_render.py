@@ -66,6 +66,7 @@ def _values(spec: PluginSpec) -> dict[str, str]:
         "core_hooks_requirement": spec.requirement("cardcage-core-hooks"),
         "core_platforms_requirement": spec.requirement("cardcage-core-platforms"),
         "targets": ", ".join(t for t in ("srt", "diffusion", "vllm") if t in spec.targets),
+        "hosts": _hosts(diffusion, vllm),
         "authors_line": _authors_line(spec),
         "urls_table": _urls_table(spec),
         "diffusion_extra": "",
@@ -77,6 +78,7 @@ def _values(spec: PluginSpec) -> dict[str, str]:
         "vllm_readme": "",
         "diffusion_readme": "",
         "diffusion_install": "",
+        "torch_install": "",
     }
     if diffusion:
         runtime = spec.requirement("cardcage-diffusion-runtime")
@@ -92,6 +94,10 @@ def _values(spec: PluginSpec) -> dict[str, str]:
         )
         values["diffusion_readme"] = _render_text(_template("snippets/diffusion.md"), values)
         values["diffusion_install"] = ",diffusion"
+        values["torch_install"] = (
+            "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+            "  # the diffusion runtime needs torch: the CPU build here\n"
+        )
     if vllm:
         values["vllm_entry_points"] = (
             "\n# vLLM 0.33 loads these groups: the same activate() and register().\n"
@@ -108,6 +114,12 @@ def _values(spec: PluginSpec) -> dict[str, str]:
         values["vllm_hooks_argument"] = "    vllm=[around(VLLM_RESOLVE, log_vllm_resolve)],\n"
         values["vllm_readme"] = _render_text(_template("snippets/vllm.md"), values)
     return values
+
+
+def _hosts(diffusion: bool, vllm: bool) -> str:
+    """The hosts the README may name: what cardcage's host rooms support for these targets."""
+    sglang = "SGLang 0.5.12 to 0.5.23" + (" (diffusion from 0.5.22)" if diffusion else "")
+    return f"{sglang} and vLLM 0.33" if vllm else sglang
 
 
 def _authors_line(spec: PluginSpec) -> str:
@@ -142,7 +154,11 @@ def _render_text(text: str, values: dict[str, str]) -> str:
             raise KeyError(f"template placeholder {{{{ {key} }}}} has no value")
         return values[key]
 
-    return _PLACEHOLDER.sub(value, _LINE_PLACEHOLDER.sub(value, text))
+    def lines(match: re.Match[str]) -> str:
+        text = value(match)
+        return text if not text or text.endswith("\n") else text + "\n"
+
+    return _PLACEHOLDER.sub(value, _LINE_PLACEHOLDER.sub(lines, text))
 
 
 def render_plugin(spec: PluginSpec) -> dict[str, str]:
