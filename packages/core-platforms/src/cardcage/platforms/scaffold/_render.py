@@ -182,7 +182,8 @@ def write_plugin(spec: PluginSpec, destination: Path, *, force: bool = False) ->
     """
     files = render_plugin(spec)
     if destination.exists() and not force:
-        entries = sorted(p.name for p in destination.iterdir()) if destination.is_dir() else [""]
+        is_dir = destination.is_dir()
+        entries = sorted(p.name for p in destination.iterdir()) if is_dir else [destination.name]
         if entries:
             raise DestinationNotEmptyError(
                 str(destination), entries, distribution=spec.distribution
