@@ -12,6 +12,7 @@ import functools
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -637,6 +638,38 @@ def tutorial(session: nox.Session) -> None:
     """
     session.install(*PYTEST)
     session.run("pytest", "tests_integration/tutorial", *session.posargs)
+
+
+@session(python=PYTHON)
+def scaffold(session: nox.Session) -> None:
+    """``cardcage new``'s plugins, each installed into its own fresh venv against our wheels only.
+
+    The session's venv holds the core wheels (for ``cardcage new``) and pytest; the test
+    generates plugins outside the checkout (an SRT-only one, and one targeting SRT, diffusion
+    and vLLM), installs each with ``--find-links`` at a folder of our wheels, runs the plugin's
+    own tests and ``cardcage doctor --strict --hooks``, then replaces the probe with a real one
+    that finds no device and runs the tests again.
+    """
+    wheels = build_wheels(
+        session,
+        PACKAGES / "core-hooks",
+        PACKAGES / "core-platforms",
+        PACKAGES / "shm-broadcast",
+        PACKAGES / "diffusion-runtime",
+    )
+    session.install(*(w for w in wheels if Path(w).name.startswith("cardcage_core_")), *PYTEST)
+    session.run(
+        "pytest", "tests_integration/scaffold", *session.posargs,
+        env={
+            "CC_SCAFFOLD_WHEELS": str(Path(wheels[0]).parent.resolve()),
+            # What the diffusion plugin's venv gets beside our wheels: the pinned CPU torch and
+            # the runtime's pins, in the same resolve (an unpinned torch is a CUDA build).
+            "CC_SCAFFOLD_DIFFUSION_PINS": " ".join(DIFFUSION_PINS),
+            "CC_SCAFFOLD_TEST_PINS": " ".join(PYTEST),
+            # The system's temporary folder, as nox found it: the session's TMPDIR is in .nox/.
+            "CC_SCAFFOLD_OUTSIDE": tempfile.gettempdir(),
+        },
+    )  # fmt: skip
 
 
 @session(python=PYTHON)

@@ -18,8 +18,14 @@ from registry_support import (  # noqa: F401 - fixtures
     synth_fixture,
 )
 
-from cardcage.hooks.errors import HookRegistrationError
-from cardcage.hooks.registry import BaseHookRegistry, HookSource, HookType, plugin_hook
+from cardcage.hooks.errors import HookRegistrationError, InvalidTargetError
+from cardcage.hooks.registry import (
+    BaseHookRegistry,
+    HookSource,
+    HookType,
+    check_target,
+    plugin_hook,
+)
 
 Registry = type[BaseHookRegistry]
 
@@ -627,3 +633,13 @@ def test_patch_reaches_another_module_holding_the_same_function(
     assert user.f(3) == 7
     assert user.f is home.f
     assert report.rebound == 1
+
+
+def test_check_target_gives_the_registry_s_key_and_rejects_what_register_rejects(
+    registry: type[BaseHookRegistry],
+) -> None:
+    assert check_target(" pkg.mod:Cls.method ") == "pkg.mod:Cls.method"
+    with pytest.raises(InvalidTargetError, match=r"need at least module\.attr"):
+        check_target("nodots")
+    with pytest.raises(InvalidTargetError):
+        registry.register("nodots", lambda: None)

@@ -52,7 +52,7 @@ def _worker_start_up() -> None:
 def test_register_adds_one_around_hook_to_the_diffusion_registry_only() -> None:
     with SRTHookRegistry.sandbox():
         register()
-        register()  # idempotent
+        register()  # the evidence counts each call; the registry holds one hook
         srt = SRTHookRegistry.registrations()
     found = {
         t: [(r.hook_type, r.hook) for r in rs] for t, rs in HookRegistry.registrations().items()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -17,7 +16,7 @@ import pytest
 
 from cardcage_demo_cpu import evidence
 from cardcage_demo_cpu.diffusion import evidence as diffusion_evidence
-from cardcage_demo_cpu.evidence import EVIDENCE, Evidence, read_evidence
+from cardcage_demo_cpu.evidence import EVIDENCE, read_evidence
 from cardcage_demo_cpu.hooks import SGLANG_DEVICE_MEMORY, time_device_memory_query
 from cardcage_demo_cpu.platform import DemoCpuSRTPlatform
 
@@ -39,24 +38,6 @@ def evidence_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_both_halves_share_one_record() -> None:
     assert diffusion_evidence.EVIDENCE is evidence.EVIDENCE
     assert diffusion_evidence.read_evidence is evidence.read_evidence
-
-
-def test_a_value_goes_into_the_first_line_only(evidence_file: Path) -> None:
-    record = Evidence()
-    record.record("hook", "target", 1.5)
-    record.record("hook", "target", 2.5)  # counted, not written
-    record.record("register", "target")  # no value: no "value" field
-    assert read_evidence(evidence_file) == [
-        {
-            "pid": os.getpid(),
-            "event": "hook",
-            "key": "target",
-            "platform": "demo_cpu",
-            "value": 1.5,
-        },
-        {"pid": os.getpid(), "event": "register", "key": "target", "platform": "demo_cpu"},
-    ]
-    assert record.count("hook", "target") == 2
 
 
 def test_the_device_memory_answer_is_recorded_with_its_bytes(evidence_file: Path) -> None:

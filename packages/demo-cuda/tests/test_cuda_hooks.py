@@ -1,4 +1,7 @@
-"""The general plugin: ``register()`` adds observability hooks that apply, count and time."""
+"""The general plugin: demo-cuda's declaration, its SGLang hook, and the real loader applying it.
+
+The plumbing behind the declaration is cardcage's, tested with ``cardcage.platforms.plugin``.
+"""
 
 from __future__ import annotations
 
@@ -9,87 +12,42 @@ import sys
 
 import pytest
 
-from cardcage.hooks.registry import BaseHookRegistry, HookType
-from cardcage.hooks.snapshot import refresh
+from cardcage.hooks.host import Host, rehearsing
+from cardcage.hooks.registry import BaseHookRegistry, HookRegistry, HookType
 from cardcage.hooks.testing import hook_sandbox
-from cardcage.platforms import current
-from cardcage.platforms.testing import set_current_platform
-from cardcage_demo_cuda import hooks
-from cardcage_demo_cuda.hooks import PLATFORM_ACCESS, RESCAN, STATS, register
-from cardcage_demo_cuda.platform import DemoCudaSRTPlatform
+from cardcage.platforms.plugin import HookSpec
+from cardcage_demo_cuda import PLATFORM_QUALNAME
+from cardcage_demo_cuda.hooks import PLATFORM_ACCESS, RESCAN, SGLANG_DEVICE_MEMORY, STATS, register
 
 __all__ = ["hook_sandbox"]  # the fixture, imported so pytest finds it
 
 
-def test_register_adds_one_around_hook_per_target(hook_sandbox: type[BaseHookRegistry]) -> None:
-    register()
-    found = {
-        t: [(r.hook_type, r.hook) for r in rs] for t, rs in hook_sandbox.registrations().items()
-    }
-    assert found == {
-        PLATFORM_ACCESS: [(HookType.AROUND, hooks.time_platform_access)],
-        RESCAN: [(HookType.AROUND, hooks.time_rescan)],
-    }
-
-
-def test_register_is_idempotent(hook_sandbox: type[BaseHookRegistry]) -> None:
-    register()
-    register()
-    assert all(len(records) == 1 for records in hook_sandbox.registrations().values())
-
-
-def test_hooks_apply_and_count_platform_accesses(hook_sandbox: type[BaseHookRegistry]) -> None:
-    register()
-    report = hook_sandbox.apply(strict=True)
-    assert set(report.applied) == {PLATFORM_ACCESS, RESCAN}
-    platform = DemoCudaSRTPlatform()
-    set_current_platform(platform)
-    assert current.get_current_platform() is platform
-    assert current.get_current_platform() is platform
-    stats = STATS.get(PLATFORM_ACCESS)
-    assert (stats.calls, stats.errors) == (2, 0)
-    assert 0 <= stats.max_s <= stats.total_s
-
-
-def test_rescans_are_counted_and_logged(
+def test_register_adds_one_around_hook_per_cardcage_target(
     hook_sandbox: type[BaseHookRegistry],
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
     register()
-    hook_sandbox.apply(strict=True)
-    from cardcage.hooks import snapshot
+    found = {t: [r.hook_type for r in rs] for t, rs in hook_sandbox.registrations().items()}
+    assert found == {PLATFORM_ACCESS: [HookType.AROUND], RESCAN: [HookType.AROUND]}
 
+
+def test_the_sglang_hook_counts_and_logs_what_sglang_was_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (hook,) = (spec.hook for spec in _declared("sglang"))
     with caplog.at_level(logging.INFO, logger="cardcage_demo_cuda.hooks"):
-        snapshot.refresh()
-    assert STATS.get(RESCAN).calls == 1
-    assert "entry-point rescan took" in caplog.text
+        assert hook(lambda device=None: 81559.0, "cuda") == 81559.0
+    assert STATS.get(SGLANG_DEVICE_MEMORY).calls == 1
+    assert "SGLang sizes GPU memory at 81559.0 MiB" in caplog.text
 
 
-def test_unapplied_hooks_leave_cardcage_untouched(hook_sandbox: type[BaseHookRegistry]) -> None:
-    register()  # registered, never applied
-    refresh()
-    assert STATS.as_dict() == {}
-
-
-def test_a_failing_call_is_counted_and_still_raises() -> None:
-    def broken() -> None:
-        raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError, match="boom"):
-        hooks.time_platform_access(broken)
-    stats = STATS.get(PLATFORM_ACCESS)
-    assert (stats.calls, stats.errors) == (1, 1)
-
-
-def test_importing_the_plugin_registers_nothing() -> None:
-    code = (
-        "import cardcage_demo_cuda.hooks; from cardcage.hooks.registry import HookRegistry; "
-        "print(len(HookRegistry.registrations()))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "0"
+def _declared(host: str) -> list[HookSpec]:
+    with rehearsing(Host(host), selected=PLATFORM_QUALNAME), HookRegistry.sandbox():
+        register()
+        return [
+            HookSpec(target, record.hook, record.hook_type)
+            for target, records in HookRegistry.registrations().items()
+            for record in records
+        ]
 
 
 def test_load_plugins_applies_the_hooks_when_demo_cuda_supplied_the_platform() -> None:

@@ -1,8 +1,9 @@
 """demo_cuda's vLLM section, without vLLM: what it answers, and what vLLM would be handed.
 
 vLLM is not installed where these run; nothing of it is stubbed. ``rehearsing(Host.VLLM)`` is
-how ``cardcage doctor --runtime vllm`` calls plugin code as vLLM would, so ``activate()`` and
-``register()`` take their vLLM branch here exactly as under vLLM's loader and selection.
+how ``cardcage doctor --runtime vllm`` calls plugin code as vLLM would, so ``activate()`` takes
+its vLLM branch here exactly as under vLLM's selection (``register()``'s vLLM path is
+cardcage's, tested with ``cardcage.platforms.plugin``).
 ``scenario-vllm`` runs vLLM's own code over the same entry points.
 """
 
@@ -19,16 +20,8 @@ from typing import Any
 import pytest
 
 from cardcage.hooks.host import Host, rehearsing
-from cardcage.hooks.registry import (
-    BaseHookRegistry,
-    HookRegistry,
-    HookSource,
-    HookType,
-    plugin_source,
-)
-from cardcage.hooks.testing import hook_sandbox
 from cardcage.platforms.hosts.vllm.adapter import vendor_qualname
-from cardcage_demo_cuda import PLATFORM_QUALNAME, _nvml, activate, hooks
+from cardcage_demo_cuda import PLATFORM_QUALNAME, _nvml, activate
 from cardcage_demo_cuda.platform import DemoCudaSRTPlatform
 from cardcage_demo_cuda.vllm_section import (
     CUDA_ATTENTION_BACKEND,
@@ -36,8 +29,6 @@ from cardcage_demo_cuda.vllm_section import (
     CUDA_WORKER,
     DemoCudaVllmSection,
 )
-
-__all__ = ["hook_sandbox"]  # the fixture, imported so pytest finds it
 
 ADAPTERS = "cardcage.platforms.hosts.vllm.adapter."
 
@@ -82,21 +73,6 @@ def test_under_vllm_activate_answers_the_dotted_adapter_name(one_gpu: None) -> N
     assert name.startswith(ADAPTERS)
     assert "." not in name[len(ADAPTERS) :], "vLLM splits on the last dot"
     assert vendor_qualname(name[len(ADAPTERS) :]) == PLATFORM_QUALNAME
-
-
-def test_under_vllm_register_hooks_vllms_resolution_only_when_selected(
-    hook_sandbox: type[BaseHookRegistry],
-) -> None:
-    source = HookSource("demo_cuda", "cardcage-demo-cuda")
-    with rehearsing(Host.VLLM, selected=None), plugin_source(source):
-        hooks.register()
-    assert HookRegistry.registrations() == {}
-    with rehearsing(Host.VLLM, selected=PLATFORM_QUALNAME), plugin_source(source):
-        hooks.register()
-    found = {
-        t: [(r.hook_type, r.hook) for r in rs] for t, rs in HookRegistry.registrations().items()
-    }
-    assert found == {hooks.VLLM_RESOLVE: [(HookType.AROUND, hooks.time_vllm_resolve)]}
 
 
 def test_cardcage_doctor_for_vllm_finds_nothing_to_fix_here() -> None:

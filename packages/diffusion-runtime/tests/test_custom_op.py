@@ -14,6 +14,11 @@ import torch
 
 from cardcage.diffusion.runtime.layers.activation import SiluAndMul
 from cardcage.diffusion.runtime.layers.custom_op import CustomOp
+from cardcage.diffusion.runtime.layers.dispatch import (
+    describe_dispatch,
+    describe_forward,
+    op_class_name,
+)
 from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 from cardcage.diffusion.runtime.platforms import Platform, PlatformEnum
 from cardcage.diffusion.runtime.platforms.accelerators import (
@@ -392,6 +397,31 @@ def test_under_cardcage_a_registration_reaches_no_host() -> None:
         "CustomOp.register_oot_forward(RMSNorm, fn=lambda op, x: x, platform_key='k')\n"
         "assert not [m for m in sys.modules if m.startswith('sglang')]\n"
         "assert 'cardcage.platforms.hosts.sglang' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+# -- naming the dispatch (cardcage.diffusion.runtime.layers.dispatch) --------------------------
+def test_a_registered_forward_is_described_by_its_qualified_name() -> None:
+    CustomOp.register_oot_forward(NativeOp, fn=_times_ten, platform_key="my_device")
+    op = NativeOp()
+    assert describe_dispatch(op, op.dispatch_forward()) == (
+        f"{__name__}.NativeOp -> {__name__}._times_ten"
+    )
+
+
+def test_a_method_forward_is_described_by_its_name() -> None:
+    op = DeviceOp()
+    assert describe_forward(op.dispatch_forward()) == "forward_my_device"
+    assert op_class_name(DeviceOp) == op_class_name(op) == f"{__name__}.DeviceOp"
+
+
+def test_the_dispatch_names_import_neither_torch_nor_the_layers() -> None:
+    code = (
+        "import sys; import cardcage.diffusion.runtime.layers.dispatch\n"
+        "loaded = {'torch', 'cardcage.diffusion.runtime.layers.custom_op'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

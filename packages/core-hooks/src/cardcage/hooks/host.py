@@ -56,7 +56,8 @@ class Rehearsal(NamedTuple):
     """``cardcage doctor`` calling plugin code as a host would, where that host is not running.
 
     ``selected`` is the platform class (``module:Class`` or dotted) the rehearsed host is
-    predicted to select, or None; ``selected_by_vllm()`` answers from it.
+    predicted to select, or None; ``selected_by_vllm()`` and ``selected_by_sglang()`` (of
+    ``cardcage.platforms.host``) answer from it when the rehearsed host is theirs.
     """
 
     host: Host

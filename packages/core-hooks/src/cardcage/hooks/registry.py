@@ -48,6 +48,7 @@ __all__ = [
     "HookRegistry",
     "HookSource",
     "HookType",
+    "check_target",
     "current_plugin_source",
     "format_source",
     "plugin_hook",
@@ -57,6 +58,16 @@ __all__ = [
 logger = get_logger(__name__)
 
 _F = TypeVar("_F", bound="Callable[..., Any]")
+
+
+def check_target(target: object) -> str:
+    """``target`` as ``HookRegistry.register`` keys it, after checking its syntax (no import).
+
+    For code that declares hooks before it registers them (``cardcage.platforms.plugin``) and
+    wants a malformed target reported at declaration: raises ``InvalidTargetError`` as
+    ``register`` would.
+    """
+    return parse_target(target).text
 
 
 def current_plugin_source() -> HookSource | None:

@@ -5,6 +5,7 @@
     cardcage hooks                      run load_plugins() and list every hook and its status
     cardcage env                        interpreter, OS, distributions and every cardcage variable
     cardcage doctor [--strict]          problems that break or silently change start-up
+    cardcage new DEST [options]         generate a vendor platform plugin in a new folder
 
 Every command takes ``--runtime NAME`` (a runtime registered in the ``cardcage.runtimes``
 entry-point group; default: all of them), so a runtime embedded under its own profile is covered
@@ -504,6 +505,92 @@ def _cmd_doctor(args: argparse.Namespace) -> _Outcome:
     return _Outcome(report, _render_doctor, 1 if args.strict and report.problems else 0)
 
 
+def _cmd_new(args: argparse.Namespace) -> _Outcome:
+    # Imported here: the templates and their rendering cost the other commands nothing.
+    from .scaffold import ScaffoldError, _command
+
+    try:
+        report = _command.create(args)
+    except ScaffoldError as exc:
+        raise _UsageError(str(exc)) from None
+    return _Outcome(report, _command.render, 0)
+
+
+def _add_new(commands: Any) -> None:
+    """``cardcage new``: every value a flag, so CI runs it as is; nothing is prompted."""
+    new = commands.add_parser(
+        "new",
+        help="generate a vendor platform plugin in a new folder, under the vendor's names",
+        description=(
+            "Generate a standalone vendor platform plugin in DEST: pyproject.toml, README, the "
+            "platform, a device probe to replace, a general plugin and tests. Every name left "
+            "out is derived from the one before it: DEST's folder name -> distribution -> "
+            "import package -> entry-point name -> device name -> class prefix."
+        ),
+    )
+    new.add_argument("destination", metavar="DEST", help="the folder to create")
+    names = new.add_argument_group("names")
+    names.add_argument(
+        "--distribution", metavar="NAME", help="distribution name (default: DEST's folder name)"
+    )
+    names.add_argument(
+        "--package",
+        metavar="NAME",
+        help="import package (default: the distribution name, lower case, with _)",
+    )
+    names.add_argument(
+        "--entry-point",
+        metavar="NAME",
+        help="entry-point name, what users type in SGLANG_PLATFORM (default: the package "
+        "without a _plugin suffix)",
+    )
+    names.add_argument(
+        "--device", metavar="NAME", help="the platform's device_name (default: the entry point)"
+    )
+    names.add_argument(
+        "--device-type",
+        metavar="NAME",
+        help="the torch device type of the device's tensors (default: the device name)",
+    )
+    names.add_argument(
+        "--class-prefix",
+        metavar="NAME",
+        help="prefix of the platform classes' names (default: the device name in CamelCase)",
+    )
+    meta = new.add_argument_group("metadata")
+    meta.add_argument("--description", metavar="TEXT", help="one-line summary")
+    meta.add_argument(
+        "--author",
+        metavar="'NAME <EMAIL>'",
+        action="append",
+        help="an author (repeat for several)",
+    )
+    meta.add_argument(
+        "--url",
+        metavar="LABEL=URL",
+        action="append",
+        help="a project URL, e.g. Source=https://... (repeat for several)",
+    )
+    meta.add_argument(
+        "--license",
+        metavar="SPDX",
+        help="licence expression (default: LicenseRef-Proprietary, until you choose one)",
+    )
+    new.add_argument(
+        "--targets",
+        metavar="LIST",
+        action="append",
+        help="what it targets, comma-separated: srt (always), diffusion (the diffusion half), "
+        "vllm (the vLLM section); default: srt",
+    )
+    new.add_argument(
+        "--force",
+        action="store_true",
+        help="write into DEST even if it holds files (same names are replaced)",
+    )
+    new.set_defaults(run=_cmd_new, json=False, verbose=0)
+
+
 def _version() -> str:
     from cardcage.hooks import __version__ as hooks_version
 
@@ -585,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     doctor.set_defaults(run=_cmd_doctor)
+    _add_new(commands)
     return parser
 
 

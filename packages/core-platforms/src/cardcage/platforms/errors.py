@@ -20,6 +20,7 @@ __all__ = [
     "OutOfTreeImplementationError",
     "PlatformActivationError",
     "PlatformContractError",
+    "PluginDeclarationError",
     "PlatformDeprecationWarning",
     "PlatformError",
     "PlatformIdentityError",
@@ -284,6 +285,14 @@ class OutOfTreeImplementationError(PlatformError, NotImplementedError):
         self.subsystem = subsystem
         self.hook = hook
         super().__init__(message)
+
+
+class PluginDeclarationError(PluginError, ValueError):
+    """A general plugin's ``hooks_plugin()`` declaration (``cardcage.platforms.plugin``) is wrong.
+
+    Raised when the plugin's module is imported, before any host runs it: an unknown runtime, a
+    host's hooks declared for a runtime that host does not run, a platform that names no class.
+    """
 
 
 class UnknownKVPoolKindError(PlatformError, KeyError):

@@ -82,6 +82,10 @@ def _dotted(qualname: str) -> str:
     return qualname.strip().replace(":", ".")
 
 
+def _rehearsed_choice(chosen: str | None, qualname: str) -> bool:
+    return chosen is not None and _dotted(chosen) == _dotted(qualname)
+
+
 def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
     """True when SGLang's ``runtime`` ("srt" or "diffusion") selected the class ``qualname``.
 
@@ -90,8 +94,12 @@ def selected_by_sglang(qualname: str, *, runtime: str = "srt") -> bool:
     assume its own hardware checks this first (cardcage's loader never runs them). Spelling
     (``a.b:C`` or ``a.b.C``) is ignored; False in a process SGLang does not host (``sglang``
     not imported: nothing is imported then). Under SGLang's SRT loader it answers on every
-    release, also where SGLang has not imported its selection module yet (0.5.12).
+    release, also where SGLang has not imported its selection module yet (0.5.12). Inside a
+    rehearsal of SGLang (``cardcage.hooks.host.rehearsing``), the class the rehearsal names.
     """
+    rehearsed = rehearsal()
+    if rehearsed is not None and rehearsed.host is Host.SGLANG:
+        return _rehearsed_choice(rehearsed.selected, qualname)
     if "sglang" not in sys.modules:
         return False
     answer: bool = room(Host.SGLANG.value).selected(qualname, runtime)
@@ -108,8 +116,7 @@ def selected_by_vllm(qualname: str) -> bool:
     """
     rehearsed = rehearsal()
     if rehearsed is not None and rehearsed.host is Host.VLLM:
-        chosen = rehearsed.selected
-        return chosen is not None and _dotted(chosen) == _dotted(qualname)
+        return _rehearsed_choice(rehearsed.selected, qualname)
     if "vllm" not in sys.modules:
         return False
     answer: bool = room(Host.VLLM.value).selected(qualname, "vllm")

@@ -31,6 +31,7 @@ import torch
 
 from cardcage.diffusion.runtime.layers.activation import SiluAndMul
 from cardcage.diffusion.runtime.layers.custom_op import CustomOp
+from cardcage.diffusion.runtime.layers.dispatch import op_class_name as op_key
 from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 
 from .evidence import EVIDENCE
@@ -45,12 +46,6 @@ __all__ = [
     "rms_norm_forward",
     "silu_and_mul_forward",
 ]
-
-
-def op_key(op: Any) -> str:
-    """The evidence key of a forward: the class of the op that called it, ``module.qualname``."""
-    cls = type(op) if not isinstance(op, type) else op
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 #: The evidence keys of the forwards under cardcage's runtime (cardcage's op classes).

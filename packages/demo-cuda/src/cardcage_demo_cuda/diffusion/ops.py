@@ -23,18 +23,13 @@ from typing import Any
 import torch
 
 from cardcage.diffusion.runtime.layers.custom_op import CustomOp
+from cardcage.diffusion.runtime.layers.dispatch import op_class_name as op_key
 from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 
 from .evidence import EVIDENCE
 from .platform import DISPATCH_KEY
 
 __all__ = ["DISPATCH_KEY", "RMS_NORM", "op_key", "register_custom_ops", "rms_norm_forward"]
-
-
-def op_key(op: Any) -> str:
-    """The evidence key of a forward: the class of the op that called it, ``module.qualname``."""
-    cls = type(op) if not isinstance(op, type) else op
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 #: The evidence key of RMSNorm's forward under cardcage's runtime (cardcage's op class).

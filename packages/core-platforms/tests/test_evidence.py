@@ -1,5 +1,5 @@
-"""The evidence log of the diffusion half: exact counters, one line per first occurrence and
-process, never fatal. Needs neither torch nor the runtime."""
+"""A vendor's evidence record: exact counters, one line per first occurrence and process, a value
+in the first line only, never fatal. demo-cpu and demo-cuda each keep one under their own name."""
 
 from __future__ import annotations
 
@@ -10,16 +10,27 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from cardcage_demo_cpu.diffusion.evidence import EVIDENCE, Evidence, read_evidence
+from cardcage.hooks.envs import EnvVar, parse_str
+from cardcage.platforms.evidence import Evidence, read_evidence
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-VARIABLE = "CARDCAGE_DEMO_CPU_EVIDENCE"
+VARIABLE = "CCTEST_VENDOR_EVIDENCE"
+PATH_VAR = EnvVar(VARIABLE, "", parse_str, "file path", "where the test vendor's evidence goes")
+
+
+@pytest.fixture(autouse=True)
+def no_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VARIABLE, raising=False)
+
+
+def _evidence() -> Evidence:
+    return Evidence("vendor", PATH_VAR)
 
 
 def test_counters_are_exact_under_concurrent_recording() -> None:
-    evidence = Evidence()
+    evidence = _evidence()
 
     def work() -> None:
         for _ in range(1000):
@@ -35,7 +46,7 @@ def test_counters_are_exact_under_concurrent_recording() -> None:
 
 
 def test_count_without_a_key_sums_over_keys() -> None:
-    evidence = Evidence()
+    evidence = _evidence()
     evidence.record("dispatch", "A -> f")
     evidence.record("dispatch", "B -> g")
     evidence.record("forward", "A")
@@ -47,7 +58,7 @@ def test_without_the_variable_nothing_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    Evidence().record("forward", "Op")
+    _evidence().record("forward", "Op")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -56,13 +67,13 @@ def test_only_the_first_occurrence_in_a_process_is_written(
 ) -> None:
     path = tmp_path / "evidence.jsonl"
     monkeypatch.setenv(VARIABLE, str(path))
-    evidence = Evidence()
+    evidence = _evidence()
     for _ in range(5):
         evidence.record("forward", "Op")
     evidence.record("dispatch", "Op -> f")
     assert read_evidence(path) == [
-        {"pid": os.getpid(), "event": "forward", "key": "Op", "platform": "demo_cpu"},
-        {"pid": os.getpid(), "event": "dispatch", "key": "Op -> f", "platform": "demo_cpu"},
+        {"pid": os.getpid(), "event": "forward", "key": "Op", "platform": "vendor"},
+        {"pid": os.getpid(), "event": "dispatch", "key": "Op -> f", "platform": "vendor"},
     ]
     assert evidence.count("forward", "Op") == 5
 
@@ -71,8 +82,8 @@ def test_an_unwritable_file_warns_once_and_keeps_counting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv(VARIABLE, str(tmp_path / "missing-dir" / "evidence.jsonl"))
-    evidence = Evidence()
-    with caplog.at_level(logging.WARNING, logger="cardcage_demo_cpu"):
+    evidence = _evidence()
+    with caplog.at_level(logging.WARNING, logger="cardcage.platforms.evidence"):
         evidence.record("forward", "A")
         evidence.record("forward", "B")
     assert evidence.count("forward") == 2
@@ -90,10 +101,11 @@ def test_a_forked_child_writes_its_own_first_occurrences(
 ) -> None:
     path = tmp_path / "evidence.jsonl"
     monkeypatch.setenv(VARIABLE, str(path))
-    EVIDENCE.record("init_backend", "demo_cpu")  # the parent's line
+    evidence = _evidence()
+    evidence.record("init_backend", "vendor")  # the parent's line
     pid = os.fork()
     if pid == 0:  # the child: record the same event, then leave without pytest's teardown
-        EVIDENCE.record("init_backend", "demo_cpu")
+        evidence.record("init_backend", "vendor")
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
@@ -101,3 +113,32 @@ def test_a_forked_child_writes_its_own_first_occurrences(
         (os.getpid(), "init_backend"),
         (pid, "init_backend"),
     ]
+
+
+def test_a_value_goes_into_the_first_line_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "evidence.jsonl"
+    monkeypatch.setenv(VARIABLE, str(path))
+    evidence = _evidence()
+    evidence.record("hook", "target", 1.5)
+    evidence.record("hook", "target", 2.5)  # counted, not written
+    evidence.record("register", "target")  # no value: no "value" field
+    assert read_evidence(path) == [
+        {"pid": os.getpid(), "event": "hook", "key": "target", "platform": "vendor", "value": 1.5},
+        {"pid": os.getpid(), "event": "register", "key": "target", "platform": "vendor"},
+    ]
+    assert evidence.count("hook", "target") == 2
+
+
+def test_reset_forgets_counters_and_writes_first_occurrences_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "evidence.jsonl"
+    monkeypatch.setenv(VARIABLE, str(path))
+    evidence = _evidence()
+    evidence.record("forward", "Op")
+    evidence.reset()
+    assert evidence.as_dict() == {}
+    evidence.record("forward", "Op")
+    assert [r["key"] for r in read_evidence(path)] == ["Op", "Op"]

@@ -1,0 +1,353 @@
+"""``cardcage new``: the names it derives and refuses, the files it renders, what it writes.
+
+The generated plugin's own tests, installed into a fresh virtual environment against our wheels,
+run in ``nox -s scaffold`` (tests_integration/scaffold); these check the generator itself, with
+the real renderer and the real ``cardcage`` command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from cardcage.hooks.errors import PluginError
+from cardcage.platforms.scaffold import (
+    DestinationNotEmptyError,
+    InvalidPluginNameError,
+    PluginSpec,
+    compatible_range,
+    plan_plugin,
+    render_plugin,
+    write_plugin,
+)
+from cardcage.platforms.scaffold._names import RESERVED_ENTRY_POINT_NAMES
+from cardcage.platforms.srt import srt_policy
+
+ALL = ["srt,diffusion,vllm"]
+
+
+def _plan(name: str = "acme-npu-plugin", **options: object) -> PluginSpec:
+    return plan_plugin(Path("/nowhere") / name, **options)  # type: ignore[arg-type]
+
+
+# -- names -------------------------------------------------------------------------------------
+
+
+def test_every_name_is_derived_from_the_destination_folder() -> None:
+    spec = _plan()
+    assert (spec.distribution, spec.package, spec.entry_point, spec.device) == (
+        "acme-npu-plugin",
+        "acme_npu_plugin",
+        "acme_npu",
+        "acme_npu",
+    )
+    assert (spec.device_type, spec.class_prefix, spec.env_prefix) == (
+        "acme_npu",
+        "AcmeNpu",
+        "ACME_NPU",
+    )
+    assert spec.targets == {"srt"}
+
+
+def test_names_given_as_options_win_over_the_derived_ones() -> None:
+    spec = _plan(
+        distribution="sglang-acme",
+        package="acme_sglang",
+        entry_point="acme",
+        device="acme_x1",
+        device_type="privateuseone",
+        class_prefix="AcmeX1",
+    )
+    assert (spec.package, spec.entry_point, spec.device, spec.device_type) == (
+        "acme_sglang",
+        "acme",
+        "acme_x1",
+        "privateuseone",
+    )
+    assert spec.class_prefix == "AcmeX1"
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "suggestion"),
+    [
+        ({"distribution": "Acme NPU"}, "distribution name", "acme-npu"),
+        ({"distribution": "cardcage-core-platforms"}, "distribution name", None),
+        ({"package": "acme-npu"}, "import package", "acme_npu"),
+        ({"package": "cardcage"}, "import package", "cardcage_plugin"),
+        ({"package": "class"}, "import package", "class_plugin"),
+        ({"package": "AcmeNpu"}, "import package", "acmenpu"),
+        ({"entry_point": "Acme-NPU"}, "entry-point name", "acme_npu"),
+        ({"entry_point": "cuda"}, "entry-point name", "acme_npu_cuda"),
+        ({"device": "npu"}, "device name", "acme_npu_npu"),
+        ({"class_prefix": "acme"}, "class prefix", "Acme"),
+    ],
+)
+def test_a_bad_name_is_refused_with_a_valid_spelling_to_paste(
+    options: dict[str, str], field: str, suggestion: str | None
+) -> None:
+    with pytest.raises(InvalidPluginNameError) as caught:
+        _plan(**options)
+    error = caught.value
+    assert error.field == field
+    if suggestion is not None:
+        assert error.suggestion == suggestion
+        assert f"Did you mean {suggestion!r}?" in str(error)
+        assert f"{error.flag} {suggestion}" in str(error)
+    assert isinstance(error, ValueError)
+    assert isinstance(error, PluginError)
+
+
+def test_the_error_names_the_distribution_it_was_planning() -> None:
+    with pytest.raises(InvalidPluginNameError, match="distribution acme-npu-plugin") as caught:
+        _plan(entry_point="xpu")
+    assert caught.value.distribution == "acme-npu-plugin"
+
+
+def test_a_mistyped_target_gets_a_did_you_mean() -> None:
+    with pytest.raises(InvalidPluginNameError, match="Did you mean 'diffusion'"):
+        _plan(targets=["srt,difusion"])
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"authors": ["<ada@acme.example>"]}, "author"),
+        ({"authors": ['Ada "the" Lovelace']}, "author"),
+        ({"urls": ["https://acme.example"]}, "project URL"),
+        ({"urls": ["Source=ftp://acme.example"]}, "project URL"),
+        ({"license": "Apache 2.0; MIT"}, "licence"),
+        ({"description": "two\nlines"}, "description"),
+    ],
+)
+def test_bad_metadata_is_refused_naming_the_flag(options: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidPluginNameError) as caught:
+        _plan(**options)
+    assert caught.value.field == field
+    assert caught.value.flag in str(caught.value)
+
+
+def test_the_reserved_names_hold_every_built_in_srt_alias() -> None:
+    aliases = {builtin.alias for builtin in srt_policy().builtins}
+    assert aliases <= RESERVED_ENTRY_POINT_NAMES
+
+
+# -- dependency ranges -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("0.1.0", ">=0.1.0,<0.2"),
+        ("0.3.2", ">=0.3.2,<0.4"),
+        ("1.4.0", ">=1.4.0,<2"),
+        ("0.2.0.dev3+g1234", ">=0.2.0,<0.3"),
+        ("2", ">=2.0.0,<3"),
+    ],
+)
+def test_the_range_admits_this_release_and_its_compatible_successors(
+    version: str, expected: str
+) -> None:
+    assert compatible_range(version) == expected
+
+
+def test_the_ranges_come_from_the_installed_cardcage() -> None:
+    spec = _plan(targets=["diffusion"])
+    installed = metadata.version("cardcage-core-platforms")
+    requirements = dict(spec.requirements)
+    assert requirements["cardcage-core-platforms"] == compatible_range(installed)
+    assert requirements["cardcage-core-hooks"] == compatible_range(
+        metadata.version("cardcage-core-hooks")
+    )
+    assert "cardcage-diffusion-runtime" in requirements
+    assert "cardcage-diffusion-runtime" not in dict(_plan().requirements)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def test_an_srt_plugin_has_no_diffusion_half_and_no_vllm_section() -> None:
+    files = render_plugin(_plan())
+    assert "src/acme_npu_plugin/_probe.py" in files
+    assert not any("diffusion" in path or "vllm" in path for path in files)
+    project = tomllib.loads(files["pyproject.toml"])
+    assert set(project["project"]["entry-points"]) == {"sglang.srt.platforms", "sglang.srt.plugins"}
+    assert "diffusion" not in project["project"]["optional-dependencies"]
+
+
+@pytest.mark.parametrize("targets", [[], ALL])
+def test_every_rendered_python_file_compiles_and_no_placeholder_is_left(
+    targets: list[str],
+) -> None:
+    for path, text in render_plugin(_plan(targets=targets)).items():
+        assert "{{" not in text, path
+        assert "}}" not in text, path
+        if path.endswith(".py"):
+            compile(text, path, "exec")
+
+
+def test_the_pyproject_carries_the_vendors_names_and_metadata() -> None:
+    spec = _plan(
+        targets=ALL,
+        description="Acme NPU support for SGLang",
+        authors=["Ada Lovelace <ada@acme.example>", "Acme NPU team"],
+        urls=[
+            "Source=https://git.acme.example/npu",
+            "Issues=https://git.acme.example/npu/-/issues",
+        ],
+        license="Apache-2.0",
+    )
+    project = tomllib.loads(render_plugin(spec)["pyproject.toml"])["project"]
+    assert project["name"] == "acme-npu-plugin"
+    assert project["description"] == "Acme NPU support for SGLang"
+    assert project["license"] == "Apache-2.0"
+    assert project["authors"] == [
+        {"name": "Ada Lovelace", "email": "ada@acme.example"},
+        {"name": "Acme NPU team"},
+    ]
+    assert project["urls"] == {
+        "Source": "https://git.acme.example/npu",
+        "Issues": "https://git.acme.example/npu/-/issues",
+    }
+    assert project["entry-points"] == {
+        "sglang.srt.platforms": {"acme_npu": "acme_npu_plugin:activate"},
+        "sglang.srt.plugins": {"acme_npu": "acme_npu_plugin.hooks:register"},
+        "sglang.multimodal_gen.platforms": {"acme_npu": "acme_npu_plugin.diffusion:activate"},
+        "sglang.multimodal_gen.plugins": {"acme_npu": "acme_npu_plugin.diffusion.hooks:register"},
+        "vllm.platform_plugins": {"acme_npu": "acme_npu_plugin:activate"},
+        "vllm.general_plugins": {"acme_npu": "acme_npu_plugin.hooks:register"},
+    }
+    assert project["dependencies"] == [
+        spec.requirement("cardcage-core-hooks"),
+        spec.requirement("cardcage-core-platforms"),
+    ]
+    assert project["optional-dependencies"]["diffusion"] == [
+        spec.requirement("cardcage-diffusion-runtime")
+    ]
+
+
+def test_without_a_licence_the_plugin_is_not_open_sourced_by_accident() -> None:
+    project = tomllib.loads(render_plugin(_plan())["pyproject.toml"])["project"]
+    assert project["license"] == "LicenseRef-Proprietary"
+    assert "authors" not in project
+    assert "urls" not in project
+
+
+def test_nothing_of_our_checkout_or_our_demo_is_left_in_the_plugin() -> None:
+    for path, text in render_plugin(_plan(targets=ALL)).items():
+        for ours in ("demo_cpu", "demo-cpu", "DemoCpu", "../packages", "cardcage maintainers"):
+            assert ours not in text, f"{path} mentions {ours!r}"
+
+
+def test_the_readme_says_how_to_install_against_local_wheels() -> None:
+    readme = render_plugin(_plan(targets=ALL))["README.md"]
+    assert "pip install --find-links" in readme
+    assert "not on a package index" in readme
+    assert "cardcage doctor --strict --hooks" in readme
+    assert "ACME_NPU_PRESENT" in readme
+
+
+def test_the_hooks_module_is_declared_with_the_public_plugin_api() -> None:
+    hooks = render_plugin(_plan(targets=ALL))["src/acme_npu_plugin/hooks.py"]
+    assert "from cardcage.platforms.plugin import around, hooks_plugin" in hooks
+    assert "vllm=[" in hooks
+    assert "vllm=[" not in render_plugin(_plan())["src/acme_npu_plugin/hooks.py"]
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def test_a_non_empty_destination_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    spec = plan_plugin(tmp_path)
+    with pytest.raises(DestinationNotEmptyError, match="--force") as caught:
+        write_plugin(spec, tmp_path)
+    assert caught.value.entries == ("notes.txt",)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_force_writes_into_a_non_empty_destination_and_keeps_other_files(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    written = write_plugin(plan_plugin(tmp_path, distribution="acme-npu"), tmp_path, force=True)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert tmp_path / "pyproject.toml" in written
+
+
+def test_an_empty_destination_is_fine(tmp_path: Path) -> None:
+    target = tmp_path / "acme-npu-plugin"
+    target.mkdir()
+    written = write_plugin(plan_plugin(target), target)
+    assert {p.relative_to(target).as_posix() for p in written} == set(
+        render_plugin(plan_plugin(target))
+    )
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def _cardcage(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cardcage.platforms.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "CARDCAGE_"))},
+    )
+
+
+def test_cardcage_new_writes_the_plugin_and_prints_the_next_commands(tmp_path: Path) -> None:
+    done = _cardcage("new", "acme-npu-plugin", "--targets", "diffusion,vllm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Created acme-npu-plugin in" in done.stdout
+    assert "src/acme_npu_plugin/diffusion/platform.py" in done.stdout
+    assert "pip install --find-links" in done.stdout
+    assert "cardcage doctor --strict --hooks" in done.stdout
+    assert (tmp_path / "acme-npu-plugin" / "src" / "acme_npu_plugin" / "vllm_section.py").is_file()
+
+
+def test_cardcage_new_lists_every_file_it_wrote(tmp_path: Path) -> None:
+    done = _cardcage("new", "acme-npu-plugin", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    listed = {line.strip() for line in done.stdout.splitlines() if line.startswith("  ")}
+    written = {
+        p.relative_to(tmp_path / "acme-npu-plugin").as_posix()
+        for p in (tmp_path / "acme-npu-plugin").rglob("*")
+        if p.is_file()
+    }
+    assert written <= listed
+
+
+def test_a_bad_name_exits_2_with_the_fix_and_writes_nothing(tmp_path: Path) -> None:
+    done = _cardcage("new", "acme-npu-plugin", "--entry-point", "cuda", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "cardcage new: error:" in done.stderr
+    assert "--entry-point acme_npu_cuda" in done.stderr
+    assert not (tmp_path / "acme-npu-plugin").exists()
+
+
+def test_a_non_empty_destination_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "acme-npu-plugin").mkdir()
+    (tmp_path / "acme-npu-plugin" / "README.md").write_text("mine", encoding="utf-8")
+    done = _cardcage("new", "acme-npu-plugin", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--force" in done.stderr
+    assert (tmp_path / "acme-npu-plugin" / "README.md").read_text(encoding="utf-8") == "mine"
+
+
+def test_the_other_commands_never_import_the_scaffold(tmp_path: Path) -> None:
+    code = (
+        "import sys; from cardcage.platforms import cli; cli.build_parser(); "
+        "cli.main(['plugins', 'list', '--json']); "
+        "sys.stderr.write(repr(sorted(m for m in sys.modules if 'scaffold' in m)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith("[]")
