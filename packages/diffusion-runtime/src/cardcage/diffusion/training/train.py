@@ -48,12 +48,15 @@ class TrainingPlan:
     """Every number a run depends on; the defaults make the shipped weights."""
 
     seed: int = 20261202
-    threads: int = 2
+    #: torch's intra-op threads. One: the ops are small, and on a 2-core machine shared with
+    #: other jobs two threads made each step about 4x slower (each kernel waits for its
+    #: descheduled sibling); a different count may also round differently.
+    threads: int = 1
     batch_size: int = 32
     decoder_batch_size: int = 16
     decoder_steps: int = 150
     decoder_lr: float = 3e-3
-    steps: int = 1000
+    steps: int = 4000
     lr: float = 1.5e-3
     warmup: int = 50
     ema_decay: float = 0.995
@@ -75,7 +78,7 @@ def model_config() -> TinyDiTConfig:
         max_prompt_words=8,
         latent_channels=3,
         decoder_channels=(32, 16),
-        default_steps=12,
+        default_steps=8,
         default_guidance_scale=3.0,
     )
 
