@@ -63,7 +63,7 @@ class BuiltinModel:
 BUILTIN_MODELS: Mapping[str, BuiltinModel] = {
     DEFAULT_MODEL_ID: BuiltinModel(
         BUILTIN_DIR / "tiny-dit",
-        "~0.7M-parameter latent DiT trained on drawn scenes (a colour, a shape, a place, a "
+        "~0.28M-parameter latent DiT trained on drawn scenes (a colour, a shape, a place, a "
         "background); 64x64 in well under a CPU-second",
     ),
 }
