@@ -42,7 +42,7 @@ from typing import Any
 from _common import Result, progress, quartiles, table
 
 MODEL = "cardcage/tiny-dit"
-PROMPT = "a lighthouse on a cliff at dusk"
+PROMPT = "a red circle on the left at night"
 SIZE = 64
 STEPS = 8
 GUIDANCE = 3.0

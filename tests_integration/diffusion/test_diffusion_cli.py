@@ -56,7 +56,7 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_plugin_hook_on_the_argument_objects_refuses_a_cli_option_before_any_worker(
     tmp_path: Path, command: str, option: str, value: str, limit: str
 ) -> None:
-    extra = ["--prompt", "a kite"] if command == "generate" else []
+    extra = ["--prompt", "a blue square"] if command == "generate" else []
     done = _run([str(CLI), command, "--model-path", MODEL, option, value, *extra], tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (

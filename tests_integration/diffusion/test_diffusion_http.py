@@ -224,7 +224,7 @@ def test_port_0_binds_a_free_port_and_prints_it(server: Server) -> None:
 def test_the_openai_client_gets_images_inline_and_by_url(server: Server, fmt: str) -> None:
     client = server.client()
     common: dict[str, Any] = {
-        "model": MODEL, "prompt": "a lighthouse at dusk", "size": "auto", "n": 2,
+        "model": MODEL, "prompt": "a white circle at night", "size": "auto", "n": 2,
         "quality": "hd", "style": "vivid", "output_format": fmt,
         "extra_body": {"seed": 21, "num_inference_steps": 2},
     }  # fmt: skip
@@ -253,7 +253,7 @@ def test_the_openai_client_keeps_the_image_id_that_the_openapi_link_follows(
     reads."""
     client = server.client()
     linked = client.images.generate(
-        prompt="a kite", size="32x32", response_format="url",
+        prompt="a blue square", size="32x32", response_format="url",
         extra_body={"num_inference_steps": 1},
     )  # fmt: skip
     [image] = linked.data

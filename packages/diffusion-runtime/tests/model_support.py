@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 TESTS_DIR = Path(__file__).resolve().parent
 
 #: The request every sequence-parallel check runs (8 x 8 = 64 image tokens at 64 x 64).
-SP_PROMPT = "a lighthouse at dusk"
+SP_PROMPT = "a red circle on the left at night"
 SP_REQUEST: dict[str, Any] = {
     "height": 64,
     "width": 64,

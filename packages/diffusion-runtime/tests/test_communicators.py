@@ -244,7 +244,7 @@ def test_two_workers_exchange_through_the_platforms_own_communicator(
     with generator:
         pids = [handle.pid for handle in generator.workers.workers]
         params = SamplingParams(height=32, width=32, num_inference_steps=1, seed=3)
-        generator.generate(prompt="a kite", sampling_params=params)
+        generator.generate(prompt="a blue square", sampling_params=params)
     for rank, pid in enumerate(pids):
         seen = json.loads((evidence / f"a2a-rank{rank}.json").read_text(encoding="utf-8"))
         assert (seen["pid"], seen["rank"], seen["world_size"]) == (pid, rank, 2)

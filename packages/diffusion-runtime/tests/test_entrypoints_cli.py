@@ -104,7 +104,7 @@ def run_cli_on_a_terminal(*args: str, cwd: Path, timeout: float = 120.0) -> Run:
 def test_generate_writes_a_png_of_the_requested_size_with_two_workers(tmp_path: Path) -> None:
     output = tmp_path / "out" / "lighthouse.png"
     run = run_cli(
-        "generate", "--model-path", MODEL, "--num-gpus", "2", "--prompt", "a lighthouse",
+        "generate", "--model-path", MODEL, "--num-gpus", "2", "--prompt", "a white circle",
         "--output", str(output), "--height", "48", "--width", "64", "--steps", "2",
         "--seed", "3", "--log-level", "warning",
         cwd=tmp_path,
@@ -120,7 +120,7 @@ def test_generate_writes_a_png_of_the_requested_size_with_two_workers(tmp_path: 
 
 def test_generate_with_several_images_numbers_the_files(tmp_path: Path) -> None:
     run = run_cli(
-        "generate", "--model-path", MODEL, "--prompt", "a cat", "--output", "cat.png",
+        "generate", "--model-path", MODEL, "--prompt", "a red circle", "--output", "cat.png",
         "--num-images", "2", "--height", "32", "--width", "32", "--steps", "1",
         "--log-level", "warning",
         cwd=tmp_path,
@@ -308,7 +308,7 @@ def test_generate_draws_a_progress_bar_on_a_terminal_and_logs_steps_at_debug(
     tmp_path: Path,
 ) -> None:
     run = run_cli_on_a_terminal(
-        "generate", "--model-path", MODEL, "--prompt", "a kite", "--steps", "3",
+        "generate", "--model-path", MODEL, "--prompt", "a blue square", "--steps", "3",
         "--height", "32", "--width", "32", "--log-level", "debug", cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -321,7 +321,7 @@ def test_generate_draws_a_progress_bar_on_a_terminal_and_logs_steps_at_debug(
 
 def test_generate_piped_draws_no_bar_and_logs_no_step_at_info(tmp_path: Path) -> None:
     run = run_cli(
-        "generate", "--model-path", MODEL, "--prompt", "a kite", "--steps", "3",
+        "generate", "--model-path", MODEL, "--prompt", "a blue square", "--steps", "3",
         "--height", "32", "--width", "32", cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -18,6 +18,7 @@ from bootstrap_support import pid_alive
 from conftest import reset_diffusion
 from generation_support import MODEL, max_difference, shm_entries_of, write_probe
 from model_support import parse_png
+from picture_support import SCENES, scene_problems
 
 from cardcage.diffusion.configs.sampling_params import SamplingParams
 from cardcage.diffusion.errors import (
@@ -34,7 +35,7 @@ from cardcage.diffusion.runtime.platforms.plugins import HookRegistry
 from cardcage.hooks import HookRegistry as SRTHookRegistry
 from cardcage.hooks.testing import on_sys_path
 
-PROMPT = "a lighthouse at dusk"
+PROMPT = "a yellow circle at the top at night"
 REQUEST = SamplingParams(num_inference_steps=3, guidance_scale=2.5, seed=11)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # torch without numpy
@@ -97,6 +98,23 @@ def test_one_and_two_workers_make_the_same_image(
     assert split.to_png() == (tmp_path / "out" / "split.png").read_bytes()
 
 
+def test_one_and_two_workers_draw_what_the_prompts_ask_for(
+    pair: DiffGenerator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The built-in model's defaults (64x64, its steps and guidance) on a batch of scenes."""
+    monkeypatch.setenv("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", "cpu")
+    prompts = list(SCENES)
+    with DiffGenerator.from_pretrained(model_path=MODEL, num_gpus=1) as single:
+        alone = single.generate(prompt=prompts, seed=3)
+    split = pair.generate(prompt=prompts, seed=3)
+    assert isinstance(alone, list)
+    assert isinstance(split, list)
+    for workers, images in (("1 worker", alone), ("2 workers", split)):
+        for image in images:
+            problems = scene_problems(image.rgb, image.width, image.height, *SCENES[image.prompt])
+            assert problems == [], f"{workers}, {image.prompt!r}: {problems}"
+
+
 def test_cancel_stops_a_request_on_every_worker_and_the_group_stays_in_step(
     pair: DiffGenerator,
 ) -> None:
@@ -140,9 +158,9 @@ def test_seeds_and_prompts_select_the_images(pair: DiffGenerator) -> None:
     differing = sum(a != b for a, b in zip(first.rgb, other_seed.rgb, strict=True))
     assert differing > len(first.rgb) // 2
 
-    batch = pair.generate(prompt=[PROMPT, "a red kite"], sampling_params=REQUEST, num_images=2)
+    batch = pair.generate(prompt=[PROMPT, "a red triangle"], sampling_params=REQUEST, num_images=2)
     assert [(i.prompt, i.seed) for i in batch] == [
-        (PROMPT, 11), (PROMPT, 12), ("a red kite", 13), ("a red kite", 14)
+        (PROMPT, 11), (PROMPT, 12), ("a red triangle", 13), ("a red triangle", 14)
     ]  # fmt: skip
     assert max_difference(batch[0].rgb, first.rgb) <= 1  # a seed's image, whatever the batch
     assert max_difference(batch[1].rgb, other_seed.rgb) <= 1
@@ -167,7 +185,7 @@ def test_each_denoising_step_is_reported_to_the_caller_as_rank_0_computes(
 
 
 def test_the_server_seed_is_the_default(pair: DiffGenerator) -> None:
-    image = pair.generate(prompt="a fox", num_inference_steps=1)
+    image = pair.generate(prompt="a green square", num_inference_steps=1)
     assert isinstance(image, DiffusionImage)
     assert image.seed == pair.server_args.seed
 

@@ -35,6 +35,7 @@ from generation_support import max_difference
 from hypothesis import given
 from hypothesis import strategies as st
 from model_support import parse_png
+from picture_support import SCENES, scene_problems
 
 from cardcage.diffusion.runtime.entrypoints.openai_api import (
     ApiError,
@@ -345,7 +346,7 @@ def test_unknown_model_id_is_404(server: Server) -> None:
 
 
 def test_generation_returns_decodable_png_images_of_the_requested_size(server: Server) -> None:
-    body = {"prompt": "a lighthouse at dusk", "n": 2, "size": "64x48", "seed": 7,
+    body = {"prompt": "a white circle at night", "n": 2, "size": "64x48", "seed": 7,
             "num_inference_steps": 2}  # fmt: skip
     reply = server.generate(body)
     assert reply.status == 200, reply.body
@@ -366,6 +367,14 @@ def test_generation_returns_decodable_png_images_of_the_requested_size(server: S
     # The seed's image, whatever the batch: within one unit per channel, as the pipeline
     # promises (batched matrix products may round differently on some CPUs).
     assert max_difference(alone.pixels, images[0].pixels) <= 1
+
+
+@pytest.mark.parametrize("prompt", list(SCENES))
+def test_the_served_image_shows_what_the_prompt_asks_for(server: Server, prompt: str) -> None:
+    reply = server.generate({"prompt": prompt, "size": "64x64", "seed": 5})
+    assert reply.status == 200, reply.body
+    image = parse_png(base64.b64decode(reply.json()["data"][0]["b64_json"]))
+    assert scene_problems(image.pixels, image.width, image.height, *SCENES[prompt]) == []
 
 
 def test_one_request_id_is_logged_by_the_http_child_the_launcher_and_the_worker(
@@ -653,14 +662,14 @@ def test_a_dead_worker_turns_health_to_503_and_requests_to_5xx(tmp_path: Path) -
         reply = wait_for_status(running, "/health", 503)
         assert reply.status == 503
         assert not reply.json()["workers"][1]["alive"]
-        failed = running.generate({"prompt": "a cat", "size": "32x32"})
+        failed = running.generate({"prompt": "a red circle", "size": "32x32"})
         assert failed.status == 500
         error = error_of(failed)
         assert (error["type"], error["code"]) == ("server_error", "worker_died")
         assert "rank 1" in error["message"]
         assert "Traceback" not in error["message"]
         # The group is shut down now: later requests are refused as unavailable.
-        later = running.generate({"prompt": "a cat", "size": "32x32"})
+        later = running.generate({"prompt": "a red circle", "size": "32x32"})
         assert later.status == 503
         assert error_of(later)["code"] == "workers_unavailable"
         assert running.stop(signal.SIGTERM) == 0
@@ -743,7 +752,7 @@ def test_size_that_is_not_width_x_height_is_refused(value: str) -> None:
     )
 )
 def test_any_unknown_field_is_refused_by_name(extra: dict[str, object]) -> None:
-    body = json.dumps({"prompt": "a cat", **extra}).encode()
+    body = json.dumps({"prompt": "a red circle", **extra}).encode()
     with pytest.raises(ApiError) as caught:
         parse_image_request(body, model_id=MODEL)
     assert caught.value.code == "unknown_parameter"

@@ -220,7 +220,7 @@ if __name__ == "__main__":
         model_path="cardcage/tiny-dit", num_gpus=2, log_level="debug"  # per-step lines: DEBUG
     ) as generator:
         print("pings", len(generator.workers.ping()))
-        image = generator.generate(prompt="a red kite", sampling_params=params)
+        image = generator.generate(prompt="a red triangle", sampling_params=params)
         print("saved", image.save("kite.png"))
 """
 

@@ -3,7 +3,7 @@
 ::
 
     cardcage-diffusion generate --model-path cardcage/tiny-dit --num-gpus 2 \\
-        --prompt "a lighthouse at dusk" --output lighthouse.png
+        --prompt "a yellow circle at the top at night" --output moon.png
     cardcage-diffusion serve --model-path cardcage/tiny-dit --num-gpus 2 --port 30000
     cardcage-diffusion --version
 

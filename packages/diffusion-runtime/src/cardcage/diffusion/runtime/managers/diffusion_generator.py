@@ -8,8 +8,8 @@ name at module scope and import this module only when ``from_pretrained()`` runs
 
     if __name__ == "__main__":
         with DiffGenerator.from_pretrained(model_path="cardcage/tiny-dit", num_gpus=2) as gen:
-            image = gen.generate(prompt="a lighthouse at dusk", num_inference_steps=8, seed=1)
-            image.save("lighthouse.png")
+            image = gen.generate(prompt="a yellow circle at the top at night", seed=1)
+            image.save("moon.png")
 
 ``generate()`` sends the request to rank 0, which broadcasts it to the other ranks; every rank
 runs the pipeline and rank 0 sends the images back. Arguments are checked here first, and what

@@ -1,4 +1,4 @@
-"""Built-in diffusion models: a compact latent DiT, its byte-level prompt encoder and decoder.
+"""Built-in diffusion models: a compact latent DiT, its prompt encoder (words or bytes) and decoder.
 
 Importing this package imports nothing (no torch); the names below load their submodule on
 first access. The runtime's import-neutral modules (``cardcage.diffusion``,

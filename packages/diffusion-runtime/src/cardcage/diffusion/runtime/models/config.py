@@ -25,11 +25,18 @@ CONFIG_FORMAT_VERSION = 1
 class TinyDiTConfig:
     """Sizes of every part of the model; defaults give ~0.7M parameters."""
 
-    # prompt encoder: UTF-8 bytes -> embeddings -> a few pre-norm transformer layers
+    # prompt encoder: tokens -> embeddings -> a few pre-norm transformer layers. With an empty
+    # ``vocabulary`` the tokens are the prompt's UTF-8 bytes (at most ``max_prompt_bytes``);
+    # otherwise they are its words, one token per word of ``vocabulary`` (at most
+    # ``max_prompt_words``), ``stopwords`` are skipped and any other word is dropped with a
+    # warning (see ``text_encoder.WordTokenizer``).
     text_dim: int = 64
     text_layers: int = 2
     text_heads: int = 4
     max_prompt_bytes: int = 128
+    vocabulary: tuple[str, ...] = ()
+    stopwords: tuple[str, ...] = ()
+    max_prompt_words: int = 16
     # latent transformer
     latent_channels: int = 4
     patch_size: int = 2
@@ -79,6 +86,7 @@ class TinyDiTConfig:
             "text_layers",
             "text_heads",
             "max_prompt_bytes",
+            "max_prompt_words",
             "latent_channels",
             "patch_size",
             "hidden_size",
@@ -105,6 +113,19 @@ class TinyDiTConfig:
             isinstance(c, bool) or not isinstance(c, int) or c <= 0 for c in self.decoder_channels
         ):
             out.append(f"decoder_channels must be positive ints, got {self.decoder_channels!r}")
+        for name in ("vocabulary", "stopwords"):
+            words = getattr(self, name)
+            if not isinstance(words, tuple) or not all(
+                isinstance(w, str) and w.isalpha() and w == w.lower() for w in words
+            ):
+                out.append(f"{name} must be lower-case alphabetic words, got {words!r}")
+            elif len(set(words)) != len(words):
+                out.append(f"{name} lists a word twice")
+        if set(self.vocabulary) & set(self.stopwords):
+            overlap = sorted(set(self.vocabulary) & set(self.stopwords))
+            out.append(f"words in both vocabulary and stopwords: {overlap}")
+        if self.stopwords and not self.vocabulary:
+            out.append("stopwords need a vocabulary (byte-level prompts have no words)")
         for name in ("mlp_ratio", "norm_eps", "flow_shift"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:

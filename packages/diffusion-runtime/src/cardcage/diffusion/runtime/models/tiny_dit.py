@@ -2,10 +2,10 @@
 
 A model is resolved from ``model_path``:
 
-* a built-in id (``"cardcage/tiny-dit"``): weights generated from a fixed seed, no file or network
-  needed. Each parameter draws from its own ``torch.Generator`` seeded from ``(seed, name)`` with
-  ``torch.rand`` (CPU, float64) and exact arithmetic, so every process and machine running the
-  same torch builds bit-identical weights, in any construction order;
+* a built-in id (``"cardcage/tiny-dit"``): a model directory shipped inside this package
+  (``builtin/tiny-dit``), loaded exactly like any other directory, so no network is needed and
+  the built-in model exercises the real loading code. Its weights were trained on procedurally
+  drawn scenes by ``cardcage.diffusion.training`` (docs/diffusion/model.md);
 * a directory with ``config.json`` and ``model.safetensors`` (see ``save_pretrained``).
 
 Building a model leaves torch's global random state untouched.
@@ -14,7 +14,6 @@ Building a model leaves torch's global random state untouched.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import json
 import logging
@@ -25,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from cardcage.diffusion.runtime.layers.layernorm import RMSNorm
 
 from .config import TinyDiTConfig
 from .decoder import LatentDecoder, to_uint8
@@ -42,7 +39,6 @@ __all__ = [
     "BuiltinModel",
     "TinyDiffusionModel",
     "load_model",
-    "seeded_parameters",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,18 +48,23 @@ WEIGHTS_FILE = "model.safetensors"
 DEFAULT_MODEL_ID = "cardcage/tiny-dit"
 
 
+#: Where the built-in model directories live inside the installed package.
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+
+
 @dataclasses.dataclass(frozen=True)
 class BuiltinModel:
-    """A model id resolved without files: its configuration and the seed of its weights."""
+    """A model id that names a directory shipped in this package."""
 
-    config: TinyDiTConfig
-    seed: int
+    directory: Path
     description: str
 
 
 BUILTIN_MODELS: Mapping[str, BuiltinModel] = {
     DEFAULT_MODEL_ID: BuiltinModel(
-        TinyDiTConfig(), 20261130, "~0.7M-parameter latent DiT; 64x64 in well under a CPU-second"
+        BUILTIN_DIR / "tiny-dit",
+        "~0.28M-parameter latent DiT trained on drawn scenes (a colour, a shape, a place, a "
+        "background); 64x64 in well under a CPU-second",
     ),
 }
 
@@ -80,7 +81,7 @@ class TinyDiffusionModel(torch.nn.Module):  # type: ignore[misc]
 
     @classmethod
     def empty(cls, config: TinyDiTConfig) -> TinyDiffusionModel:
-        """CPU float32 parameters about to be overwritten (seeded or loaded).
+        """CPU float32 parameters about to be overwritten (loaded or trained).
 
         torch's default initializers run under ``fork_rng`` so that building a model leaves the
         caller's global random state untouched. (Building on the meta device would skip them,
@@ -139,34 +140,6 @@ def _write_safetensors(state: Mapping[str, torch.Tensor], path: Path) -> None:
     del tensors
 
 
-def _parameter_seed(seed: int, name: str) -> int:
-    digest = hashlib.sha256(f"{seed}/{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
-def seeded_parameters(model: TinyDiffusionModel, seed: int) -> None:
-    """Fill every parameter deterministically from ``seed`` (in place, CPU float32).
-
-    Norm weights are ones and biases zeros; every other tensor is uniform in ``+-sqrt(3 /
-    fan_in)`` (unit-variance outputs), drawn from a generator seeded by ``(seed, name)``.
-    """
-    with torch.no_grad():
-        for module_name, module in model.named_modules():
-            for param_name, param in module.named_parameters(recurse=False):
-                name = f"{module_name}.{param_name}" if module_name else param_name
-                if isinstance(module, RMSNorm):
-                    param.fill_(1.0)
-                elif param_name == "bias":
-                    param.zero_()
-                else:
-                    fan_in = param[0].numel() if param.dim() > 1 else param.numel()
-                    generator = torch.Generator(device="cpu").manual_seed(
-                        _parameter_seed(seed, name)
-                    )
-                    u = torch.rand(param.shape, generator=generator, dtype=torch.float64)
-                    param.copy_((u * 2.0 - 1.0) * (3.0 / fan_in) ** 0.5)
-
-
 def _read_config(directory: Path) -> TinyDiTConfig:
     config_path = directory / CONFIG_FILE
     try:
@@ -208,11 +181,11 @@ def load_model(
     key = os.fspath(model_path)
     builtin = BUILTIN_MODELS.get(key)
     directory = Path(key)
+    source = str(directory)
     if builtin is not None and not directory.is_dir():
-        model = TinyDiffusionModel.empty(builtin.config)
-        seeded_parameters(model, builtin.seed)
-        source = f"built-in {key!r} (seed {builtin.seed})"
-    elif directory.is_dir():
+        directory = builtin.directory
+        source = f"built-in {key!r} ({directory})"
+    if directory.is_dir():
         missing = [f for f in (CONFIG_FILE, WEIGHTS_FILE) if not (directory / f).is_file()]
         if missing:
             raise ModelNotFoundError(
@@ -220,7 +193,6 @@ def load_model(
             )
         model = TinyDiffusionModel.empty(_read_config(directory))
         _load_weights(model, directory / WEIGHTS_FILE)
-        source = str(directory)
     else:
         raise ModelNotFoundError(key, tuple(BUILTIN_MODELS))
     model.to(device=device, dtype=dtype).eval().requires_grad_(False)
