@@ -18,6 +18,7 @@ import pytest
 
 from cardcage.hooks.errors import PluginError
 from cardcage.platforms.scaffold import (
+    DestinationNotAFolderError,
     DestinationNotEmptyError,
     InvalidPluginNameError,
     PluginSpec,
@@ -276,6 +277,17 @@ def test_force_writes_into_a_non_empty_destination_and_keeps_other_files(tmp_pat
     written = write_plugin(plan_plugin(tmp_path, distribution="acme-npu"), tmp_path, force=True)
     assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
     assert tmp_path / "pyproject.toml" in written
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_destination_that_is_or_lies_under_a_file_is_refused(tmp_path: Path, force: bool) -> None:
+    file = tmp_path / "acme-npu-plugin"
+    file.write_text("mine", encoding="utf-8")
+    for destination in (file, file / "inner"):
+        with pytest.raises(DestinationNotAFolderError, match="choose a folder") as caught:
+            write_plugin(plan_plugin(destination), destination, force=force)
+        assert caught.value.blocker == str(file)
+    assert file.read_text(encoding="utf-8") == "mine"
 
 
 def test_an_empty_destination_is_fine(tmp_path: Path) -> None:

@@ -17,11 +17,17 @@ from __future__ import annotations
 
 from ._render import render_plugin, write_plugin
 from ._spec import TARGETS, Author, PluginSpec, compatible_range, plan_plugin
-from .errors import DestinationNotEmptyError, InvalidPluginNameError, ScaffoldError
+from .errors import (
+    DestinationNotAFolderError,
+    DestinationNotEmptyError,
+    InvalidPluginNameError,
+    ScaffoldError,
+)
 
 __all__ = [
     "TARGETS",
     "Author",
+    "DestinationNotAFolderError",
     "DestinationNotEmptyError",
     "InvalidPluginNameError",
     "PluginSpec",

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from ._spec import PluginSpec, toml_string
-from .errors import DestinationNotEmptyError
+from .errors import DestinationNotAFolderError, DestinationNotEmptyError
 
 __all__ = ["render_plugin", "write_plugin"]
 
@@ -176,14 +176,19 @@ def render_plugin(spec: PluginSpec) -> dict[str, str]:
 def write_plugin(spec: PluginSpec, destination: Path, *, force: bool = False) -> list[Path]:
     """Write the plugin into ``destination`` (created if needed); return the files written.
 
-    An existing non-empty folder is refused (``DestinationNotEmptyError``) unless ``force``:
+    A destination that is, or lies under, a file is refused (``DestinationNotAFolderError``);
+    an existing non-empty folder is refused (``DestinationNotEmptyError``) unless ``force``:
     everything is rendered before the first file is written, so a bad template leaves nothing
     half-written behind.
     """
     files = render_plugin(spec)
-    if destination.exists() and not force:
-        is_dir = destination.is_dir()
-        entries = sorted(p.name for p in destination.iterdir()) if is_dir else [destination.name]
+    blocker = next((p for p in (destination, *destination.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise DestinationNotAFolderError(
+            str(destination), str(blocker), distribution=spec.distribution
+        )
+    if destination.is_dir() and not force:
+        entries = sorted(p.name for p in destination.iterdir())
         if entries:
             raise DestinationNotEmptyError(
                 str(destination), entries, distribution=spec.distribution

@@ -2,7 +2,8 @@
 
 Both derive from ``cardcage.hooks.errors.PluginError`` (so they carry the plugin's entry-point
 name and distribution when those are known) and from the builtin a caller would expect:
-``ValueError`` for a bad name, ``FileExistsError`` for a destination that already holds files.
+``ValueError`` for a bad name, ``FileExistsError`` for a destination that already holds files,
+``NotADirectoryError`` for a destination that is (or lies under) a file.
 Each message names the value, the rule it breaks and the flag that fixes it.
 """
 
@@ -10,7 +11,12 @@ from __future__ import annotations
 
 from cardcage.hooks.errors import PluginError
 
-__all__ = ["DestinationNotEmptyError", "InvalidPluginNameError", "ScaffoldError"]
+__all__ = [
+    "DestinationNotAFolderError",
+    "DestinationNotEmptyError",
+    "InvalidPluginNameError",
+    "ScaffoldError",
+]
 
 
 class ScaffoldError(PluginError):
@@ -62,6 +68,21 @@ class DestinationNotEmptyError(ScaffoldError, FileExistsError):
             f"{distribution} was not written there. Fix: choose a new folder, or pass --force "
             "to write the plugin's files into it (files of the same name are replaced, others "
             "are kept).",
+            distribution=distribution,
+        )
+
+
+class DestinationNotAFolderError(ScaffoldError, NotADirectoryError):
+    """The destination, or a folder above it, is a file: no plugin can be written there, with
+    ``--force`` or without (``--force`` writes into a folder, it never replaces a file)."""
+
+    def __init__(self, destination: str, blocker: str, *, distribution: str) -> None:
+        self.destination = destination
+        self.blocker = blocker
+        where = "is a file" if blocker == destination else f"lies under the file {blocker}"
+        super().__init__(
+            f"{destination} {where}, so the plugin {distribution} was not written there. "
+            "Fix: choose a folder path for the new plugin (it is created if it does not exist).",
             distribution=distribution,
         )
 
