@@ -175,7 +175,7 @@ class Settings:
 
 
 FULL = Settings(warmups=2, rounds=15, hook_rounds=4, hook_blocks=200, hook_calls=20)
-QUICK = Settings(warmups=1, rounds=3, hook_rounds=1, hook_blocks=6, hook_calls=50)
+QUICK = Settings(warmups=1, rounds=3, hook_rounds=1, hook_blocks=40, hook_calls=20)
 
 #: What both sides import before the clock: SGLANG_HOST_PINS' packages, by import name.
 PRELOADED = (
