@@ -28,7 +28,30 @@ times, with ``time.perf_counter()``:
   its hook.
 
 Each child checks that SGLang selected the plugin's platform and applied its hook, attributed to
-its distribution, so a run that measured the wrong thing fails. Rounds alternate the sides' order
+its distribution, so a run that measured the wrong thing fails.
+
+A second measurement is one AROUND hook's overhead per call on one op of SGLang's own code that a
+forward pass calls once per layer: ``RMSNorm.forward`` of SGLang's diffusion runtime
+(``sglang.multimodal_gen.runtime.layers.layernorm``) on one 3072-wide float32 token, torch on one
+thread. It is one op, not SGLang's decode step: SRT's own ``RMSNorm`` (``sglang.srt.layers``)
+does not import in this venv (its import chain needs transformers and torchvision), and the
+hook's wrapper does not depend on which op it wraps. The same hook function reaches it three ways:
+
+- a cardcage plugin (its ``register()`` calls ``cardcage.hooks.HookRegistry.register``) that
+  SGLang's ``load_plugins()`` runs: cardcage hands the hook to SGLang's registry, attributed to
+  the plugin, and SGLang's wrapper runs it (the budgeted row, against the next);
+- a native plugin whose ``register()`` calls ``sglang.srt.plugins.hook_registry`` directly;
+- cardcage as host: cardcage's registry registers and applies it, with its own wrappers
+  (context).
+
+Both plugins are generated distributions with one ``sglang.srt.plugins`` entry point each, in a
+site of their own. Each fresh process times blocks of calls of the bare method (bound before any
+hook was applied) and of the hooked one, alternating; its overhead is the fastest hooked block
+minus the fastest bare block, per call, in wall and in CPU time (``time.thread_time_ns``). The
+child checks that the hook ran on every hooked call and no bare one, that the output is
+unchanged, that exactly one registry holds it, and its attribution. The op costs tens of
+microseconds and a wrapper a few hundred nanoseconds, so these rows are noisy on a shared machine:
+read their spread. Rounds alternate the sides' order
 so drift on a shared machine hits both alike; the ratio is of medians, with the spread of the
 per-round ratio.
 
@@ -84,6 +107,61 @@ SIDES = (DEMO_CPU, NATIVE)
 #: SGLang's sites under ``$CC_BENCH_SITES``: its wheel, and the packages its import path needs.
 SGLANG_SITES = ("sglang", "sglang-deps")
 
+#: The op the per-call row hooks: SGLang's own RMSNorm layer of its diffusion runtime, through its
+#: class attribute, as a vendor hooks a layer. SRT's ``sglang.srt.layers.layernorm`` is not used:
+#: importing it reaches ``sglang.srt.configs``, which needs transformers and torchvision, and no
+#: torchvision imports beside this venv's torch 2.13 CPU build.
+HOOKED_OP = "sglang.multimodal_gen.runtime.layers.layernorm.RMSNorm.forward"
+#: One token's hidden state: what a norm layer sees per request in a step of a 3072-wide model.
+OP_SHAPE = (1, 3072)
+
+
+@dataclass(frozen=True)
+class HookVariant:
+    """One way the same AROUND hook reaches ``HOOKED_OP``; ``registry`` says whose wrapper runs."""
+
+    label: str
+    key: str
+    registry: str  # "sglang": SGLang's wrappers apply it; "cardcage": cardcage's do
+
+
+IN_SGLANG = HookVariant("cardcage plugin in SGLang", "cardcage-in-sglang", "sglang")
+NATIVE_HOOK = HookVariant("native SGLang plugin", "native", "sglang")
+CARDCAGE_HOST = HookVariant("cardcage as host", "cardcage-host", "cardcage")
+HOOK_VARIANTS = (IN_SGLANG, NATIVE_HOOK, CARDCAGE_HOST)
+HOOK_PLUGIN = "ccbench_hook"  # the entry-point name of both plugins
+HOOK_DISTS = {IN_SGLANG.key: "ccbench-hook-cardcage", NATIVE_HOOK.key: "ccbench-hook-native"}
+
+# The hook, identical on every side: one module both plugins and the cardcage-host child import.
+HOOK_MODULE = """
+CALLS = [0]
+
+
+def around(original, *args, **kwargs):
+    CALLS[0] += 1
+    return original(*args, **kwargs)
+"""
+HOOK_PLUGINS = {
+    IN_SGLANG.key: f"""
+from cardcage.hooks.registry import HookRegistry, HookType
+
+from ccbench_hook_common import around
+
+
+def register():
+    HookRegistry.register({HOOKED_OP!r}, around, HookType.AROUND)
+""",
+    NATIVE_HOOK.key: f"""
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+from ccbench_hook_common import around
+
+
+def register():
+    HookRegistry.register({HOOKED_OP!r}, around, HookType.AROUND)
+""",
+}
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -91,10 +169,13 @@ class Settings:
 
     warmups: int  # per side, not measured: they fill the bytecode cache
     rounds: int  # one fresh process per side per round
+    hook_rounds: int  # one fresh process per hook variant per round
+    hook_blocks: int  # alternating bare / hooked blocks in each of those processes
+    hook_calls: int  # calls per block
 
 
-FULL = Settings(warmups=2, rounds=15)
-QUICK = Settings(warmups=1, rounds=3)
+FULL = Settings(warmups=2, rounds=15, hook_rounds=4, hook_blocks=200, hook_calls=20)
+QUICK = Settings(warmups=1, rounds=3, hook_rounds=1, hook_blocks=40, hook_calls=20)
 
 #: What both sides import before the clock: SGLANG_HOST_PINS' packages, by import name.
 PRELOADED = (
@@ -143,6 +224,213 @@ print(json.dumps({{
     "sources": sources,
 }}))
 """
+
+
+# The per-call child: SGLang's RMSNorm on one token, bare and with the AROUND hook applied by the
+# variant's registry, in alternating blocks of calls; then the checks that the hook ran on every
+# hooked call, never on a bare one, and is attributed to the plugin that registered it.
+HOOK_CHILD = f"""
+import importlib, json, sys, time
+config = json.loads(sys.argv[1])
+for name in {PRELOADED!r}:
+    importlib.import_module(name)
+import torch
+torch.set_num_threads(1)  # one core of a shared machine: no thread pool waking per call
+from sglang.multimodal_gen.runtime.layers.layernorm import RMSNorm
+from ccbench_hook_common import CALLS, around
+TARGET = {HOOKED_OP!r}
+norm = RMSNorm({OP_SHAPE[-1]})
+x = torch.randn(*{OP_SHAPE!r}, generator=torch.Generator().manual_seed(0))
+bare = norm.forward  # bound before any hook is applied: SGLang's own method
+variant = config["variant"]
+if variant == "cardcage-host":
+    from cardcage.hooks import HookRegistry, HookSource, HookType
+    HookRegistry.register(
+        TARGET, around, HookType.AROUND, source=HookSource({HOOK_PLUGIN!r}, "ccbench-hook-host")
+    )
+    HookRegistry.apply(strict=True)
+    sources = [
+        [r.source.plugin_name, r.source.dist_name]
+        for r in HookRegistry.registrations().get(TARGET, ())
+    ]
+    applied = TARGET in HookRegistry.applied_targets()
+    other = sys.modules.get("sglang.srt.plugins.hook_registry")
+    elsewhere = len(other.HookRegistry._hooks.get(TARGET, [])) if other else 0
+else:
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.plugins.hook_registry import HookRegistry
+    load_plugins()  # SGLang's loader runs the plugin's register() and applies its registry
+    sources = [
+        None if s is None else [s.plugin_name, s.dist_name]
+        for _, _, s in HookRegistry._hooks.get(TARGET, [])
+    ]
+    applied = TARGET in HookRegistry._patched
+    ours = sys.modules.get("cardcage.hooks.registry")
+    elsewhere = len(ours.HookRegistry.registrations().get(TARGET, ())) if ours else 0
+hooked = norm.forward
+calls = config["calls"]
+for _ in range(calls):
+    bare(x), hooked(x)
+same = bool(torch.equal(bare(x), hooked(x)))
+CALLS[0] = 0
+wall = {{"bare": [], "hooked": []}}
+cpu = {{"bare": [], "hooked": []}}
+for block in range(config["blocks"]):
+    order = (("bare", bare), ("hooked", hooked))
+    for kind, call in order if block % 2 == 0 else order[::-1]:
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        for _ in range(calls):
+            call(x)
+        t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+        wall[kind].append((t1 - t0) / calls)
+        cpu[kind].append((c1 - c0) / calls)
+print(json.dumps({{
+    "wall": wall, "cpu": cpu, "hook_calls": CALLS[0], "same_output": same,
+    "applied": applied, "sources": sources, "elsewhere": elsewhere,
+    "distinct": hooked.__func__ is not bare.__func__,
+}}))
+"""
+
+
+def write_hook_sites(root: Path) -> dict[str, Path]:
+    """A site per hook variant: the shared hook module and, for SGLang's loader, the plugin.
+
+    Both plugins are one distribution with one ``sglang.srt.plugins`` entry point whose
+    ``register()`` registers the same hook function: one through cardcage's registry, one through
+    SGLang's. The cardcage-host site holds the hook module only: that child registers it itself.
+    """
+    from cardcage.hooks.testing import write_distribution
+
+    sites = {}
+    for variant in HOOK_VARIANTS:
+        site = root / f"hook-{variant.key}"
+        modules = {"ccbench_hook_common": HOOK_MODULE}
+        plugin = HOOK_PLUGINS.get(variant.key)
+        if plugin is None:
+            site.mkdir(parents=True)
+            (site / "ccbench_hook_common.py").write_text(HOOK_MODULE, encoding="utf-8")
+        else:
+            write_distribution(
+                site,
+                HOOK_DISTS[variant.key],
+                entry_points={"sglang.srt.plugins": {HOOK_PLUGIN: "ccbench_hook_plugin:register"}},
+                modules={**modules, "ccbench_hook_plugin": plugin},
+            )
+        sites[variant.key] = site
+    return sites
+
+
+def run_hook_child(
+    sites: Path, site: Path, variant: HookVariant, settings: Settings, pycache: Path
+) -> dict[str, Any]:
+    """One fresh interpreter timing ``variant``; its per-block samples, once checked."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SGLANG_", "CARDCAGE_", "CC_SGLANG_")) and k != "PYTHONPATH"
+    }
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *(str(sites / n) for n in SGLANG_SITES)])
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    config = {"variant": variant.key, "blocks": settings.hook_blocks, "calls": settings.hook_calls}
+    done = subprocess.run(
+        [sys.executable, "-c", HOOK_CHILD, json.dumps(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        raise BenchError(f"hook row, {variant.label}: the child failed:\n{done.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    dist = HOOK_DISTS.get(variant.key, "ccbench-hook-host")
+    expected = {
+        "hook_calls": settings.hook_blocks * settings.hook_calls,  # hooked blocks only
+        "same_output": True,
+        "applied": True,
+        "sources": [[HOOK_PLUGIN, dist]],
+        "elsewhere": 0,  # SGLang's wrapper xor cardcage's: never both
+        "distinct": True,
+    }
+    wrong = {k: report[k] for k, v in expected.items() if report[k] != v}
+    if wrong:
+        raise BenchError(f"hook row, {variant.label}: not the expected work: {wrong}")
+    return report
+
+
+def measure_hooks(
+    sites: Path, scratch: Path, settings: Settings
+) -> dict[str, list[dict[str, Any]]]:
+    """Rounds of one fresh process per variant, the order rotated each round."""
+    hook_sites = write_hook_sites(scratch / "hook-sites")
+    cache = scratch / "pycache-hooks"
+    # One short run fills the bytecode cache with SGLang's and cardcage's modules; the variants
+    # differ only in two small plugin modules, compiled in their first round.
+    run_hook_child(sites, hook_sites[IN_SGLANG.key], IN_SGLANG, QUICK, cache)
+    samples: dict[str, list[dict[str, Any]]] = {v.key: [] for v in HOOK_VARIANTS}
+    for round_index in range(settings.hook_rounds):
+        shift = round_index % len(HOOK_VARIANTS)
+        for variant in HOOK_VARIANTS[shift:] + HOOK_VARIANTS[:shift]:
+            report = run_hook_child(sites, hook_sites[variant.key], variant, settings, cache)
+            samples[variant.key].append(report)
+    return samples
+
+
+def overheads(reports: list[dict[str, Any]], clock: str) -> list[float]:
+    """Per process: the fastest hooked block minus the fastest bare block, ns per call.
+
+    The fastest block, not the median: the op's own time varies by microseconds from block to
+    block on a shared machine (preemption, another process's cache traffic), ten times the
+    wrapper's cost, and that noise only ever adds time; the fastest of many blocks is the one
+    it disturbed least, on both sides alike.
+    """
+    return [min(r[clock]["hooked"]) - min(r[clock]["bare"]) for r in reports]
+
+
+def hook_results(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
+    """cardcage / native per-call overhead, per clock; the host row is context."""
+    name = f"AROUND hook on SGLang's diffusion RMSNorm.forward {OP_SHAPE}, overhead/call"
+    rows = [
+        (IN_SGLANG, "wall", BUDGET),
+        (CARDCAGE_HOST, "wall", None),
+        (IN_SGLANG, "cpu", None),
+        (CARDCAGE_HOST, "cpu", None),
+    ]
+    results = []
+    for variant, clock, budget in rows:
+        mine = overheads(samples[variant.key], clock)
+        native = overheads(samples[NATIVE_HOOK.key], clock)
+        value, reference = statistics.median(mine), statistics.median(native)
+        # A round whose native overhead drowned in the op's noise (<= 0) has no ratio.
+        per_round = [m / n for m, n in zip(mine, native, strict=True) if n > 0]
+        suffix = "" if clock == "wall" else ", CPU time"
+        results.append(
+            Result(
+                group="sglang host",
+                name=f"{name}: {variant.label}{suffix}{'' if budget else ' (context)'}",
+                unit="ns/call",
+                value=value,
+                reference=reference,
+                reference_label=NATIVE_HOOK.label,
+                ratio=value / reference if reference > 0 else float("nan"),
+                budget=budget,
+                spread=quartiles(per_round) if per_round else None,
+            )
+        )
+    return results
+
+
+def hook_context(samples: dict[str, list[dict[str, Any]]]) -> str:
+    """The bare and hooked per-call times behind the overheads, so a reader sees their scale."""
+    lines = [f"per call of {HOOKED_OP} on {OP_SHAPE} float32 (fastest block, CPU time):"]
+    for variant in HOOK_VARIANTS:
+        reports = samples[variant.key]
+        bare = statistics.median(min(r["cpu"]["bare"]) for r in reports)
+        hooked = statistics.median(min(r["cpu"]["hooked"]) for r in reports)
+        lines.append(
+            f"  {variant.label} ({variant.registry}'s wrapper): bare {bare / 1e3:.1f} us, "
+            f"hooked {hooked / 1e3:.1f} us"
+        )
+    return "\n".join(lines)
 
 
 def child_env(sites: Path, side: Side, pycache: Path) -> dict[str, str]:
@@ -236,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"python {sys.version.split()[0]} on {platform.platform()}, {os.cpu_count()} CPUs")
     results: list[Result] = []
     failure = None
+    context = ""
     try:
         wanted = [*(side.site for side in SIDES), *SGLANG_SITES]
         missing = [name for name in wanted if not (sites / name).is_dir()]
@@ -247,11 +536,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         with tempfile.TemporaryDirectory(prefix="cardcage-bench-host-") as tmp:
             results = results_of(measure(sites, Path(tmp), settings))
+            progress(
+                f"AROUND hook per call: {settings.hook_rounds} rounds of {len(HOOK_VARIANTS)} "
+                f"fresh processes, {settings.hook_blocks} blocks of {settings.hook_calls} calls"
+            )
+            hook_samples = measure_hooks(sites, Path(tmp), settings)
+            results += hook_results(hook_samples)
+            context = hook_context(hook_samples)
     except BenchError as exc:
         failure = str(exc)
     print()
     if results:
         print(table(results))
+    if context:
+        print(f"\n{context}")
     print(
         "\nvalue: SGLang with demo-cpu; reference: SGLang with the native plugin. ratio = value / "
         "reference;\n(25-75 %) is the spread of the per-round ratio. Every sample is a fresh "

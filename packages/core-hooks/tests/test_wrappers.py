@@ -295,3 +295,24 @@ def test_a_before_hook_may_rewrite_arguments_into_keywords(
     registry.apply(strict=True)
 
     assert mod.f(1, 2) == ("f", 1, 2, (), {"extra": 1})
+
+
+def test_a_method_taking_star_args_gets_the_generic_layer_and_sees_its_arguments(
+    registry: Registry, synth: SyntheticModules
+) -> None:
+    # CustomOp.forward(self, *args, **kwargs) is called as forward(self, x): a layer specialised
+    # to its one named parameter would send every such call down its slower rebuilding path.
+    mod = synth.make("class Op:\n    def forward(self, *args, **kwargs):\n        return args\n")
+    seen: list[tuple[Any, ...]] = []
+
+    def around(original: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(args[1:])
+        return original(*args, **kwargs)
+
+    registry.register(f"{mod.__name__}.Op.forward", around, HookType.AROUND)
+    registry.apply(strict=True)
+
+    layer = mod.Op.__dict__["forward"]
+    assert not layer.__code__.co_filename.startswith("<cardcage.hooks")
+    assert mod.Op().forward(1, 2) == (1, 2)
+    assert seen == [(1, 2)]
