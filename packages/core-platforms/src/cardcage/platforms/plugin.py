@@ -38,11 +38,12 @@ from cardcage.hooks.errors import HookRegistrationError, InvalidTargetError, for
 from cardcage.hooks.host import Host, general_plugin, plugin_host, rehearsal
 from cardcage.hooks.registry import HookType, check_target
 
-from .errors import PluginDeclarationError
 from .host import selected_by_sglang, selected_by_vllm
 
 if TYPE_CHECKING:
     from cardcage.hooks.registry import BaseHookRegistry
+
+    from .errors import PluginDeclarationError
 
 __all__ = [
     "RUNTIMES",
@@ -194,7 +195,8 @@ class _HooksPlugin:
             return
         registry = self._registry()
         handed_over = host is Host.SGLANG and rehearsal() is None
-        registered = registry.registrations()
+        # Under SGLang the hooks live in SGLang's registry, which cardcage cannot read back.
+        registered = {} if handed_over else registry.registrations()
         added = 0
         handed_to = f"{registry.__module__}.{registry.__qualname__}"
         for spec in specs:
@@ -345,6 +347,10 @@ def _valid_platform(platform: object) -> bool:
 
 
 def _declaration_error(module: str, problem: str, fix: str) -> PluginDeclarationError:
+    # Imported here: every vendor's plugin module imports this one at start-up, and a valid
+    # declaration never needs the error classes.
+    from .errors import PluginDeclarationError
+
     plugin, dist = _who(module)
     return PluginDeclarationError(
         f"{format_plugin(plugin, dist)}: hooks_plugin() in {module}: {problem}. Fix: {fix}.",
