@@ -151,3 +151,26 @@ def test_the_first_current_platform_never_imports_the_release_table() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_half_imported_sglang_is_read_from_its_version_module(tmp_path: Any) -> None:
+    # SGLang selects its platform from inside sglang/__init__.py, before __version__ is set;
+    # the release must come from sglang.version there, not from the newest row (this package
+    # has no metadata, so a metadata lookup would find nothing).
+    package = tmp_path / "sglang"
+    package.mkdir()
+    (package / "version.py").write_text('__version__ = "0.5.20"\n')
+    (package / "__init__.py").write_text(
+        "from cardcage.platforms.hosts.sglang import releases\n"
+        "SEEN = releases.running_release().version\n"
+        "__version__ = 'set afterwards'\n"
+    )
+    code = "import sglang; print(sglang.SEEN)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert done.stdout.strip() == "0.5.20"

@@ -19,6 +19,7 @@ a process SGLang hosts) and by the diagnostics, never on the way to cardcage's f
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 import types
@@ -328,11 +329,31 @@ def installed_version() -> str | None:
 def running_release() -> Release:
     """The entry for the SGLang that runs in this process: the version its imported package
     reports, else its metadata's; the newest entry when neither says."""
-    module = sys.modules.get("sglang")
-    version = getattr(module, "__version__", None)
-    if not isinstance(version, str):
+    version = _imported_version()
+    if version is None:
         version = installed_version()
     return release_for(version)[0] if version is not None else RELEASES[-1]
+
+
+def _imported_version() -> str | None:
+    """The version the imported ``sglang`` package declares, or None when it is not imported.
+
+    SGLang selects its platform while ``sglang/__init__.py`` is still running, before it sets
+    ``sglang.__version__``; its ``sglang.version`` module (a few lines, imported by that
+    ``__init__`` anyway) already knows. Reading it costs nothing, where the metadata lookup that
+    ``installed_version`` makes scans every distribution on the path (about 3 ms beside SGLang's
+    dependencies, paid in every SGLang process that selects a cardcage platform).
+    """
+    if "sglang" not in sys.modules:
+        return None
+    version = getattr(sys.modules["sglang"], "__version__", None)
+    if isinstance(version, str):
+        return version
+    try:
+        declared = getattr(importlib.import_module("sglang.version"), "__version__", None)
+    except ImportError:
+        return None
+    return declared if isinstance(declared, str) else None
 
 
 def describe(release: Release) -> dict[str, Any]:
