@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks.errors import HookRegistrationError, InvalidTargetError, format_plugin
@@ -73,18 +72,49 @@ _ENTRY_POINT_GROUPS = (
 )
 
 
-@dataclass(frozen=True)
 class HookSpec:
     """One hook a general plugin declares: ``hook`` on ``target``, of kind ``type``.
 
     ``target`` is written as ``HookRegistry.register`` takes it (``pkg.mod.func``,
     ``pkg.mod.Class.method`` or ``pkg.mod:Class.method``); nothing is imported until the host
     applies the hook. Build one with ``around``, ``before``, ``after`` or ``replace``.
+
+    Immutable, compared and hashed by its three fields. Written out rather than a frozen
+    dataclass: this module is imported by every process whose host loads a plugin built on it,
+    SGLang's among them, and generating a frozen dataclass there cost 0.4 ms of its start-up.
     """
+
+    __slots__ = ("hook", "target", "type")
+    __match_args__ = ("target", "hook", "type")
 
     target: str
     hook: Callable[..., Any]
     type: HookType
+
+    def __init__(self, target: str, hook: Callable[..., Any], type: HookType) -> None:  # noqa: A002
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "hook", hook)
+        object.__setattr__(self, "type", type)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"HookSpec is immutable: cannot assign to {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"HookSpec is immutable: cannot delete {name!r}")
+
+    def _fields(self) -> tuple[str, Callable[..., Any], HookType]:
+        return (self.target, self.hook, self.type)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not HookSpec:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"HookSpec(target={self.target!r}, hook={self.hook!r}, type={self.type!r})"
 
 
 #: Called once per hook of the running host after ``register()`` put it in place (also when an
