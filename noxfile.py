@@ -884,6 +884,8 @@ def bench_sglang_engine(session: nox.Session) -> None:
     host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
     pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
     session.install("--no-deps", f"sglang=={ANCHOR_VERSION}")
+    # pip --target keeps what an earlier run with -r left there: start the sites afresh.
+    shutil.rmtree(Path(session.create_tmp()) / "sites", ignore_errors=True)
     sites = install_with_vendor_sites(
         session,
         [PACKAGES / "core-hooks", PACKAGES / "core-platforms"],

@@ -43,7 +43,10 @@ SGLang is stubbed or patched; only the plugins on PYTHONPATH differ.
    it records the last decode step's call of the model's final norm (the real module instance and
    its real input), then times alternating blocks of calls of that instance's bare method and of
    its hooked one, as ``bench_sglang_host.py`` does: the overhead is the fastest hooked block
-   minus the fastest bare block, per call, in wall and CPU time (``time.thread_time_ns``).
+   minus the fastest bare block, per call, in wall and CPU time (``time.thread_time_ns``). Both
+   sides run the same hook function inside SGLang's own wrapper (the probe checks it): cardcage
+   hands the hook over unchanged, so the ratio is expected at 1 and its distance from 1 is the
+   noise between two processes.
 
    As context, ``generate()``'s end-to-end time per token with the cardcage hook applied against
    the same Engine with the hook taken off (the original method back on the class and every
@@ -269,6 +272,12 @@ def _report():
         "norms": len(norms),
         "dispatch": sorted({{getattr(f, "__qualname__", repr(f)) for f in cached}}),
         "dispatch_hooked": all(f is hooked for f in cached) and hooked is not original,
+        # Whose wrapper runs the hook: SGLang's (hook_registry._wrap_fn), on both sides.
+        "wrapper": os.path.basename(hooked.__code__.co_filename),
+        "wraps_our_hook": any(
+            getattr(c.cell_contents, "__module__", None) == "ccbench_hook_common"
+            for c in hooked.__closure__ or ()
+        ),
     }}
 
 
@@ -500,7 +509,7 @@ if __name__ == "__main__":  # SGLang spawns its subprocesses: they re-import thi
 class Settings:
     """How hard to measure; ``--quick`` trades precision for a short run."""
 
-    warmups: int  # start-up row: per side, not measured (they warm the file cache)
+    warmups: int  # start-up row: Engines not measured, sides in turn (they warm the caches)
     rounds: int  # start-up row: one fresh Engine per side per round
     hook_rounds: int  # hook row: one fresh Engine per variant per round
     hook_blocks: int  # alternating bare / hooked blocks inside each scheduler
@@ -512,10 +521,10 @@ class Settings:
 # Short blocks (20 calls of a ~25 us op: half a millisecond), many of them: the fastest block is
 # then one that no preemption or neighbour's cache traffic touched, on both sides alike.
 FULL = Settings(
-    warmups=1, rounds=3, hook_rounds=2, hook_blocks=2000, hook_calls=20, e2e_rounds=6, e2e_tokens=48
+    warmups=2, rounds=3, hook_rounds=3, hook_blocks=2000, hook_calls=20, e2e_rounds=6, e2e_tokens=48
 )
 QUICK = Settings(
-    warmups=0, rounds=1, hook_rounds=1, hook_blocks=400, hook_calls=20, e2e_rounds=2, e2e_tokens=24
+    warmups=1, rounds=1, hook_rounds=1, hook_blocks=400, hook_calls=20, e2e_rounds=2, e2e_tokens=24
 )
 #: Tokens of the two generate() calls whose hook counts are compared: N and N + K.
 COUNT_TOKENS = (4, 12)
@@ -653,9 +662,10 @@ def run_startup(
 def measure_startup(
     sites: Path, generated: dict[str, Path], model: Path, scratch: Path, settings: Settings
 ) -> dict[str, list[dict[str, float]]]:
-    for side in SIDES:
-        for _ in range(settings.warmups):
-            run_startup(sites, generated, side, model, scratch)
+    for index in range(settings.warmups):
+        side = SIDES[(index + 1) % len(SIDES)]  # the native side first: demo-cpu starts round 1
+        progress(f"start-up warm-up {index + 1}/{settings.warmups}: {side.label}")
+        run_startup(sites, generated, side, model, scratch)
     samples: dict[str, list[dict[str, float]]] = {side.label: [] for side in SIDES}
     for round_index in range(settings.rounds):
         order = SIDES if round_index % 2 == 0 else tuple(reversed(SIDES))
@@ -701,6 +711,8 @@ def run_hook_engine(
             "scheduler.op.sources": [[HOOK_PLUGIN, variant.dist]],
             "scheduler.op.applied": True,
             "scheduler.op_elsewhere": 0,  # SGLang's wrapper only: cardcage keeps no copy
+            "scheduler.wrapper": "hook_registry.py",
+            "scheduler.wraps_our_hook": True,
             "norms": 2 * 2 + 1,  # two per decoder layer of the tiny Llama, and the final norm
             "dispatch_hooked": True,  # every instance's cached dispatch is the hooked method
             "dispatch_hooked_again": True,
@@ -890,7 +902,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             model = make_model(scratch / "tiny-llama")
             progress(
                 f"Engine start-up: {settings.rounds} rounds of {len(SIDES)} fresh Engines "
-                f"(+{settings.warmups} warm-up each)"
+                f"after {settings.warmups} warm-up Engine(s)"
             )
             startup = measure_startup(sites, generated, model, scratch, settings)
             results += startup_results(startup)
