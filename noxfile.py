@@ -867,3 +867,32 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/bench_sglang_host.py", "--anchor-dir", str(anchor),
         *session.posargs, env={"CC_BENCH_SITES": str(sites)},
     )  # fmt: skip
+    # SGLang's real SRT Engine needs scenario-sglang-engine's 6 GB venv: a session of its own.
+    session.notify("bench-sglang-engine", posargs=session.posargs)
+
+
+@session(name="bench-sglang-engine", python=PYTHON, default=False)
+def bench_sglang_engine(session: nox.Session) -> None:
+    """demo-cpu against the SGLang-native fixture inside SGLang 0.5.23's own SRT ``Engine``.
+
+    The venv is scenario-sglang-engine's (SGLang's wheel with ``--no-deps``, ``SGLANG_HOST_PINS``
+    less torch and triton, ``SGLANG_ENGINE_PINS``, core-hooks and core-platforms); demo-cpu and
+    the native fixture each go into a ``--target`` site under ``$CC_BENCH_SITES``, and each
+    Engine gets only its side's site on PYTHONPATH. ``nox -s bench`` runs it last; about 10
+    minutes on 2 cores (``-- --quick``: about 4). Keep the venv with ``-r``: it is 6 GB.
+    """
+    host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
+    pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
+    session.install("--no-deps", f"sglang=={ANCHOR_VERSION}")
+    # pip --target keeps what an earlier run with -r left there: start the sites afresh.
+    shutil.rmtree(Path(session.create_tmp()) / "sites", ignore_errors=True)
+    sites = install_with_vendor_sites(
+        session,
+        [PACKAGES / "core-hooks", PACKAGES / "core-platforms"],
+        [PACKAGES / "demo-cpu", FIXTURES / "platforms" / "cc-plat-sglang-native"],
+        *pins,
+    )
+    session.run(
+        "python", "benchmarks/bench_sglang_engine.py", *session.posargs,
+        env={"CC_BENCH_SITES": str(sites.resolve())},
+    )  # fmt: skip
