@@ -938,3 +938,30 @@ def test_the_interface_imports_no_torch_nor_dataclasses_nor_inspect() -> None:
     )
 
     assert done.returncode == 0, done.stderr
+
+
+def test_what_a_host_imports_of_a_valid_plugin_loads_no_error_classes() -> None:
+    # What SGLang imports when it selects a cardcage plugin and runs its general plugin: a
+    # vendor class on CpuSRTPlatform, its env vars, a hooks_plugin() declaration, the hook
+    # registered. The error classes are for when something is wrong, and nothing is here.
+    script = (
+        "import os, sys\n"
+        "os.environ['CC_TEST_FLAG'] = '1'\n"
+        "from cardcage.hooks.envs import EnvVar, parse_bool\n"
+        "from cardcage.hooks.registry import HookRegistry, HookType\n"
+        "import cardcage.platforms.cpu, cardcage.platforms.cuda, cardcage.platforms.host\n"
+        "from cardcage.platforms.plugin import around, hooks_plugin\n"
+        "class Vendor(cardcage.platforms.cpu.CpuSRTPlatform):\n"
+        "    device_name = 'vendor'\n"
+        "assert EnvVar('CC_TEST_FLAG', False, parse_bool, 'boolean', 'test').get() is True\n"
+        "hook = around('json.dumps', lambda original, *a, **k: original(*a, **k))\n"
+        "register = hooks_plugin('vendor.platform:Vendor', cardcage=[hook])\n"
+        "HookRegistry.register('json.loads', lambda *a, **k: None, HookType.BEFORE)\n"
+        "loaded = sorted(m for m in sys.modules if m.endswith('.errors'))\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+
+    assert done.returncode == 0, done.stderr

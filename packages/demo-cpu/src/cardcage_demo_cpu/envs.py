@@ -10,7 +10,6 @@ Import-safe: stdlib and ``cardcage.hooks.envs`` only.
 from __future__ import annotations
 
 from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool, parse_str
-from cardcage.hooks.errors import InvalidEnvVarError
 
 __all__ = [
     "CARDCAGE_DEMO_CPU",
@@ -33,6 +32,10 @@ def parse_thread_count(name: str, raw: str) -> int:
     except ValueError:
         count = -1
     if count < 0:
+        # Imported here: SGLang imports this module whenever it scans platforms, and a valid
+        # value never needs the error classes.
+        from cardcage.hooks.errors import InvalidEnvVarError
+
         raise InvalidEnvVarError(name, raw, "a whole number >= 0 (0 means all usable CPUs)")
     return count
 

@@ -14,9 +14,13 @@ import functools
 import importlib
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import HookTargetError, InvalidTargetError
+if TYPE_CHECKING:
+    from .errors import InvalidTargetError
+
+# The error classes are imported where a target is found wrong: a SGLang or vLLM process whose
+# plugins hand cardcage well-formed targets never loads them.
 
 __all__ = [
     "MISSING",
@@ -67,6 +71,8 @@ class TargetPath:
 def parse_target(target: object) -> TargetPath:
     """Validate a target's syntax (no import); raise ``InvalidTargetError`` when malformed."""
     if not isinstance(target, str):
+        from .errors import InvalidTargetError  # the error classes load only for a bad target
+
         raise InvalidTargetError(
             f"Hook target must be a str like 'package.module.function', got {target!r}.",
             target=None,
@@ -89,6 +95,8 @@ def _valid_dotted(text: str) -> bool:
 
 
 def _invalid(target: str) -> InvalidTargetError:
+    from .errors import InvalidTargetError
+
     return InvalidTargetError(
         f"Invalid target path (need at least module.attr): {target!r}. Write it as "
         "'package.module.attr', 'package.module.Class.method' or 'package.module:Class.method'.",
@@ -192,12 +200,16 @@ def find_attribute(owner: Any, attr: str, target: str) -> Found:
         return Found(raw, "staticmethod", raw.__func__)
     if isinstance(raw, property):
         if raw.fget is None:
+            from .errors import HookTargetError
+
             raise HookTargetError(
                 f"Target {target!r} is a property without a getter; nothing to hook.",
                 target=target,
             )
         return Found(raw, "property", raw.fget)
     if isinstance(raw, (functools.cached_property, functools.partialmethod)):
+        from .errors import HookTargetError
+
         raise HookTargetError(
             f"Target {target!r} is a {type(raw).__name__}, which cardcage cannot wrap in place. "
             "Hook the function it calls, or REPLACE the class that defines it.",
@@ -206,6 +218,8 @@ def find_attribute(owner: Any, attr: str, target: str) -> Found:
     if isinstance(raw, type):
         return Found(raw, "class", raw)
     if not callable(raw):
+        from .errors import HookTargetError
+
         raise HookTargetError(
             f"Target {target!r} is a {type(raw).__name__}, not a function, method or class; "
             "hooks can only wrap callables.",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .errors import InvalidEnvVarError
 from .records import FrozenRecord
 
 if TYPE_CHECKING:
@@ -46,6 +45,8 @@ def parse_bool(name: str, raw: str) -> bool:
         return True
     if value in _FALSE:
         return False
+    from .errors import InvalidEnvVarError  # the error classes load only for a bad value
+
     raise InvalidEnvVarError(name, raw, "one of 0, 1, true, false")
 
 
@@ -83,6 +84,8 @@ def parse_names(name: str, raw: str) -> tuple[str, ...]:
         if not item:
             continue
         if not _NAME_CHARS.issuperset(item):
+            from .errors import InvalidEnvVarError
+
             raise InvalidEnvVarError(
                 name,
                 raw,

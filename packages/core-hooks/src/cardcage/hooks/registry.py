@@ -30,7 +30,6 @@ from ._model import describe as _describe
 from ._model import sources as _sources
 from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
-from .errors import HookApplyError, HookApplyWarning, HookRegistrationError
 from .host import _current_plugin_source
 from .hosts import hosting_source
 from .log import get_logger
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
 
     from ._patch import Applied as _Applied
     from ._propagate import Replacement
+    from .errors import HookApplyError, HookRegistrationError
 
 __all__ = [
     "ApplyReport",
@@ -159,6 +159,8 @@ _FIX_TARGETS = (
 def _apply_error(
     failures: Mapping[str, BaseException], records: Mapping[str, Sequence[HookRecord]]
 ) -> HookApplyError:
+    from .errors import HookApplyError
+
     return HookApplyError(
         f"{len(failures)} hook target(s) failed to apply:\n"
         + _failure_lines(failures, records)
@@ -167,11 +169,22 @@ def _apply_error(
     )
 
 
+def _registration_error(message: str, target: object, hook: object) -> HookRegistrationError:
+    """The error for a malformed ``register()`` call; the error classes load only then."""
+    from .errors import HookRegistrationError
+
+    return HookRegistrationError(
+        message, target=target if isinstance(target, str) else None, hook=hook
+    )
+
+
 def _warn_unapplied(
     failures: Mapping[str, BaseException], records: Mapping[str, Sequence[HookRecord]]
 ) -> None:
     """Make a non-strict ``apply()``'s failures visible without any logging configuration."""
     import warnings
+
+    from .errors import HookApplyWarning
 
     warnings.warn(
         HookApplyWarning(
@@ -252,24 +265,24 @@ class BaseHookRegistry:
         (``cardcage.hooks.hosts``).
         """
         if not isinstance(hook_type, HookType):
-            raise HookRegistrationError(
+            raise _registration_error(
                 f"hook_type must be a HookType member (BEFORE, AFTER, AROUND, REPLACE), got "
                 f"{hook_type!r} for {_describe(hook)} on {target!r}.",
-                target=target if isinstance(target, str) else None,
-                hook=hook,
+                target,
+                hook,
             )
         if isinstance(hook, type) and hook_type is not HookType.REPLACE:
-            raise HookRegistrationError(
+            raise _registration_error(
                 f"Class {hook.__name__} can only be used with HookType.REPLACE, got "
                 f"HookType.{hook_type.name}. Use a function for BEFORE/AFTER/AROUND hooks.",
-                target=target if isinstance(target, str) else None,
-                hook=hook,
+                target,
+                hook,
             )
         if not callable(hook):
-            raise HookRegistrationError(
+            raise _registration_error(
                 f"Hook for {target!r} must be callable, got {type(hook).__name__} {hook!r:.60}.",
-                target=target if isinstance(target, str) else None,
-                hook=hook,
+                target,
+                hook,
             )
         path = parse_target(target)
         resolved = source if source is not None else _current_plugin_source.get()

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .errors import PlatformContractError
     from .interface import PlatformCapabilities
 
 __all__ = [
@@ -426,8 +427,6 @@ def _calls(name: str, base: _Shape) -> list[tuple[int, tuple[str, ...]]]:
 
 
 def _check_method(cls: type, name: str, base_func: types.FunctionType) -> None:
-    from .errors import PlatformContractError
-
     found = _raw(cls, name)
     if found is None:
         return
@@ -438,6 +437,8 @@ def _check_method(cls: type, name: str, base_func: types.FunctionType) -> None:
     fix = f"Define it as a method with the contract's signature, {contract}."
 
     def fail(problem: str) -> PlatformContractError:
+        from .errors import PlatformContractError  # only a class that breaks the contract
+
         return PlatformContractError(
             platform_class=_qualified(cls),
             owner=_qualified(owner),

@@ -33,7 +33,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from cardcage.hooks.errors import HookRegistrationError, InvalidTargetError, format_plugin
 from cardcage.hooks.host import Host, general_plugin, plugin_host, rehearsal
 from cardcage.hooks.registry import HookType, check_target
 
@@ -323,6 +322,8 @@ def _check(
 
 def _check_spec(module: str, host: Host, spec: object) -> None:
     if not isinstance(spec, HookSpec):
+        from cardcage.hooks.errors import HookRegistrationError, format_plugin
+
         plugin, dist = _who(module)
         raise HookRegistrationError(
             f"{format_plugin(plugin, dist)}: hooks_plugin({host.value}=...) got {spec!r:.80}, "
@@ -334,7 +335,11 @@ def _check_spec(module: str, host: Host, spec: object) -> None:
         )
     try:
         check_target(spec.target)
-    except InvalidTargetError as exc:
+    except Exception as exc:
+        from cardcage.hooks.errors import InvalidTargetError, format_plugin
+
+        if not isinstance(exc, InvalidTargetError):
+            raise
         plugin, dist = _who(module)
         raise InvalidTargetError(
             f"{format_plugin(plugin, dist)}: in hooks_plugin({host.value}=...), {exc}",
@@ -354,6 +359,8 @@ def _check_spec(module: str, host: Host, spec: object) -> None:
     elif isinstance(hook, type) and kind is not HookType.REPLACE:
         problem = f"the class {hook.__name__} can only be a REPLACE hook"
     if problem is not None:
+        from cardcage.hooks.errors import HookRegistrationError, format_plugin
+
         plugin, dist = _who(module)
         raise HookRegistrationError(
             f"{format_plugin(plugin, dist)}: in hooks_plugin({host.value}=...), the hook on "
@@ -379,6 +386,8 @@ def _valid_platform(platform: object) -> bool:
 def _declaration_error(module: str, problem: str, fix: str) -> PluginDeclarationError:
     # Imported here: every vendor's plugin module imports this one at start-up, and a valid
     # declaration never needs the error classes.
+    from cardcage.hooks.errors import format_plugin
+
     from .errors import PluginDeclarationError
 
     plugin, dist = _who(module)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import TorchNotInstalledError
+# The error classes are imported only when torch is missing: the built-in platform modules
+# import this one, and so does every process whose host selects a platform built on them.
 
 __all__ = ["require_torch"]
 
@@ -20,5 +21,7 @@ def require_torch(operation: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
+        from .errors import TorchNotInstalledError
+
         raise TorchNotInstalledError(operation) from exc
     return torch
