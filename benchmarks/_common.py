@@ -11,7 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,13 +128,23 @@ def progress(step: str) -> None:
     print(f"... {step}", file=sys.stderr, flush=True)
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+def parse_args(argv: Sequence[str] | None, *, anchor: bool = True) -> argparse.Namespace:
+    """``--anchor-dir``, ``--json`` and ``--quick``; ``anchor=False`` for a script that runs an
+    installed SGLang rather than files of its wheel (it still accepts the flag, hidden, since
+    ``nox -s bench`` hands every script the same arguments)."""
+    script_doc = getattr(sys.modules.get("__main__"), "__doc__", None)  # the script's, not ours
+    parser = argparse.ArgumentParser(
+        description=script_doc.split("\n\n")[0] if script_doc else None
+    )
     parser.add_argument(
         "--anchor-dir",
         type=Path,
-        required=True,
-        help=f"directory holding the sglang-{ANCHOR_VERSION} wheel (pip download --no-deps)",
+        required=anchor,
+        help=(
+            f"directory holding the sglang-{ANCHOR_VERSION} wheel (pip download --no-deps)"
+            if anchor
+            else argparse.SUPPRESS
+        ),
     )
     parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
     parser.add_argument(
@@ -183,3 +193,47 @@ def measure_startup(
             )
         )
     return results
+
+
+# -- an AROUND hook inside SGLang, as a cardcage plugin and as a native one -------------------
+
+#: The hook both plugins register: one module that counts its calls, so a child can check that
+#: the hook ran on every hooked call and on no bare one.
+AROUND_COUNTER_MODULE = """
+CALLS = [0]
+
+
+def around(original, *args, **kwargs):
+    CALLS[0] += 1
+    return original(*args, **kwargs)
+"""
+#: The registries a plugin's ``register()`` hands that hook to: cardcage's (which passes it on to
+#: SGLang's when SGLang runs the plugin) and SGLang's own.
+CARDCAGE_REGISTRY = "cardcage.hooks.registry"
+SGLANG_REGISTRY = "sglang.srt.plugins.hook_registry"
+
+
+def hook_plugin_source(registry: str, target: str) -> str:
+    """A general plugin module whose ``register()`` puts the counting hook on ``target``."""
+    return f"""
+from {registry} import HookRegistry, HookType
+
+from ccbench_hook_common import around
+
+
+def register():
+    HookRegistry.register({target!r}, around, HookType.AROUND)
+"""
+
+
+def fastest_block_overheads(
+    timings: Iterable[Mapping[str, Mapping[str, Sequence[float]]]], clock: str
+) -> list[float]:
+    """Per process: the fastest hooked block minus the fastest bare block, ns per call.
+
+    The fastest block, not the median: the op's own time varies by microseconds from block to
+    block on a shared machine (preemption, another process's cache traffic), ten times the
+    wrapper's cost, and that noise only ever adds time; the fastest of many blocks is the one
+    it disturbed least, on both sides alike.
+    """
+    return [min(t[clock]["hooked"]) - min(t[clock]["bare"]) for t in timings]

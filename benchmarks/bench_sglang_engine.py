@@ -65,7 +65,6 @@ fails.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -78,7 +77,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import ANCHOR_VERSION, BenchError, Result, progress, quartiles, table
+from _common import (
+    ANCHOR_VERSION,
+    AROUND_COUNTER_MODULE,
+    CARDCAGE_REGISTRY,
+    SGLANG_REGISTRY,
+    BenchError,
+    Result,
+    fastest_block_overheads,
+    hook_plugin_source,
+    parse_args,
+    progress,
+    quartiles,
+    table,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -180,33 +192,10 @@ HOOK_VARIANTS = (IN_SGLANG, NATIVE_HOOK)
 HOOK_PLUGIN = "ccbench_hook"  # the entry-point name of both plugins
 
 # The hook, identical on both sides, and the counter the probe reads.
-HOOK_MODULE = """
-CALLS = [0]
-
-
-def around(original, *args, **kwargs):
-    CALLS[0] += 1
-    return original(*args, **kwargs)
-"""
+HOOK_MODULE = AROUND_COUNTER_MODULE
 HOOK_PLUGINS = {
-    IN_SGLANG.key: f"""
-from cardcage.hooks.registry import HookRegistry, HookType
-
-from ccbench_hook_common import around
-
-
-def register():
-    HookRegistry.register({HOOKED_OP!r}, around, HookType.AROUND)
-""",
-    NATIVE_HOOK.key: f"""
-from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-from ccbench_hook_common import around
-
-
-def register():
-    HookRegistry.register({HOOKED_OP!r}, around, HookType.AROUND)
-""",
+    IN_SGLANG.key: hook_plugin_source(CARDCAGE_REGISTRY, HOOKED_OP),
+    NATIVE_HOOK.key: hook_plugin_source(SGLANG_REGISTRY, HOOKED_OP),
 }
 
 # The harness plugin: an AFTER hook on the scheduler's flush_cache, which SGLang's scheduler runs
@@ -784,7 +773,7 @@ def startup_results(samples: dict[str, list[dict[str, float]]]) -> list[Result]:
 
 def overheads(reports: list[dict[str, Any]], clock: str) -> list[float]:
     """Per Engine: the fastest hooked block minus the fastest bare block, ns per call."""
-    return [min(r["timing"][clock]["hooked"]) - min(r["timing"][clock]["bare"]) for r in reports]
+    return fastest_block_overheads([r["timing"] for r in reports], clock)
 
 
 def hook_results(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
@@ -895,19 +884,8 @@ def make_model(folder: Path) -> Path:
     return folder
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--json", type=Path, help="also write the results to this JSON file")
-    parser.add_argument(
-        "--quick", action="store_true", help="few repeats: a smoke run, not numbers to quote"
-    )
-    # ``nox -s bench`` hands its arguments on to this session; the anchor wheel is not needed.
-    parser.add_argument("--anchor-dir", type=Path, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = parse_args(argv, anchor=False)
     settings = QUICK if args.quick else FULL
     started = time.perf_counter()
     sites = Path(os.environ.get("CC_BENCH_SITES", "/nonexistent"))

@@ -75,7 +75,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import ANCHOR_VERSION, BenchError, Result, parse_args, progress, quartiles, table
+from _common import (
+    ANCHOR_VERSION,
+    AROUND_COUNTER_MODULE,
+    CARDCAGE_REGISTRY,
+    SGLANG_REGISTRY,
+    BenchError,
+    Result,
+    fastest_block_overheads,
+    hook_plugin_source,
+    parse_args,
+    progress,
+    quartiles,
+    table,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -133,33 +146,10 @@ HOOK_PLUGIN = "ccbench_hook"  # the entry-point name of both plugins
 HOOK_DISTS = {IN_SGLANG.key: "ccbench-hook-cardcage", NATIVE_HOOK.key: "ccbench-hook-native"}
 
 # The hook, identical on every side: one module both plugins and the cardcage-host child import.
-HOOK_MODULE = """
-CALLS = [0]
-
-
-def around(original, *args, **kwargs):
-    CALLS[0] += 1
-    return original(*args, **kwargs)
-"""
+HOOK_MODULE = AROUND_COUNTER_MODULE
 HOOK_PLUGINS = {
-    IN_SGLANG.key: f"""
-from cardcage.hooks.registry import HookRegistry, HookType
-
-from ccbench_hook_common import around
-
-
-def register():
-    HookRegistry.register({HOOKED_OP!r}, around, HookType.AROUND)
-""",
-    NATIVE_HOOK.key: f"""
-from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-from ccbench_hook_common import around
-
-
-def register():
-    HookRegistry.register({HOOKED_OP!r}, around, HookType.AROUND)
-""",
+    IN_SGLANG.key: hook_plugin_source(CARDCAGE_REGISTRY, HOOKED_OP),
+    NATIVE_HOOK.key: hook_plugin_source(SGLANG_REGISTRY, HOOKED_OP),
 }
 
 
@@ -371,14 +361,8 @@ def measure_hooks(
 
 
 def overheads(reports: list[dict[str, Any]], clock: str) -> list[float]:
-    """Per process: the fastest hooked block minus the fastest bare block, ns per call.
-
-    The fastest block, not the median: the op's own time varies by microseconds from block to
-    block on a shared machine (preemption, another process's cache traffic), ten times the
-    wrapper's cost, and that noise only ever adds time; the fastest of many blocks is the one
-    it disturbed least, on both sides alike.
-    """
-    return [min(r[clock]["hooked"]) - min(r[clock]["bare"]) for r in reports]
+    """Per process: the fastest hooked block minus the fastest bare block, ns per call."""
+    return fastest_block_overheads(reports, clock)
 
 
 def hook_results(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
