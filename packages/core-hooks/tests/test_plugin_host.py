@@ -68,7 +68,8 @@ def test_the_registry_names_sglang_counterpart_only_for_the_srt_registry(
 
 
 def test_importing_the_host_module_imports_neither_sglang_nor_the_registry_nor_a_room() -> None:
-    # The rooms' index (cardcage.hooks.hosts) comes along; no host's room does.
+    # The rooms' index (cardcage.hooks.hosts) and the value types (cardcage.hooks._model, which
+    # holds cardcage's plugin-source variable) come along; no host's room does.
     code = (
         "import json, sys; import cardcage.hooks.host as h; h.plugin_host(); "
         "print(json.dumps(sorted(m for m in sys.modules "
@@ -78,7 +79,11 @@ def test_importing_the_host_module_imports_neither_sglang_nor_the_registry_nor_a
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
 
-    assert json.loads(out) == ["cardcage.hooks.host", "cardcage.hooks.hosts"]
+    assert json.loads(out) == [
+        "cardcage.hooks._model",
+        "cardcage.hooks.host",
+        "cardcage.hooks.hosts",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -357,6 +357,48 @@ def test_a_successful_selection_imports_no_error_path_module(site: Site) -> None
     assert found == {"platform": "SRTPlatform", "imported": []}
 
 
+HOOKING_PLUGIN = """
+from cardcage.hooks.registry import HookRegistry, HookType
+
+
+def register():
+    HookRegistry.register("json.dumps", lambda *args, **kwargs: None, HookType.BEFORE)
+"""
+
+
+@pytest.mark.skipif(
+    _DRIVER_PRESENT, reason="an accelerator driver is present, so probing may import torch"
+)
+def test_a_start_up_whose_plugins_all_load_imports_no_failure_path_module(site: Site) -> None:
+    # The first platform access and load_plugins(), with a platform plugin that declines and a
+    # general plugin whose hook is applied: every runtime process pays for these imports. The
+    # error classes, the loader's failure policy and the module that tells a plugin which host
+    # runs it are for a failing plugin or a plugin that asks; none is here.
+    site.dist("vendor-s", platforms={"sleepy": DECLINING})
+    site.dist("hooker", plugins={"hooker": HOOKING_PLUGIN})
+
+    found = run_python(
+        """
+        import json, sys
+        from cardcage.platforms import current_platform
+        from cardcage.hooks import load_plugins
+        report = load_plugins()
+        print(json.dumps({
+            "executed": report.names("executed"),
+            "applied": sorted(report.apply.applied),
+            "imported": sorted(
+                m for m in sys.modules
+                if m.endswith(".errors")
+                or m in ("cardcage.hooks._load_failures", "cardcage.hooks.host")
+            ),
+        }))
+        """,
+        subprocess_env(site.root),
+    )
+
+    assert found == {"executed": ["hooker"], "applied": ["json.dumps"], "imported": []}
+
+
 # -- re-entrancy ----------------------------------------------------------------------------------
 
 

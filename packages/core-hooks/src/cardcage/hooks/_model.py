@@ -6,11 +6,17 @@ patching steps, the plugin host) can name them without importing ``registry`` ba
 cycles inside core-hooks. ``cardcage.hooks.registry`` re-exports the public ones; that is where
 users import them from.
 
-Import cost: stdlib ``enum`` and ``typing`` only.
+It also holds cardcage's plugin-source context variable, which ``registry.plugin_source()`` sets
+around each plugin's import and callback and ``cardcage.hooks.host`` reads: the registry needs
+nothing of ``host`` (its enum, its rehearsals), so a process whose plugins never ask which host
+runs them does not import it.
+
+Import cost: stdlib ``contextvars``, ``enum`` and ``typing`` only.
 """
 
 from __future__ import annotations
 
+import contextvars
 import enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -42,6 +48,12 @@ class HookRecord(NamedTuple):
     hook_type: HookType
     hook: Callable[..., Any]
     source: HookSource | None
+
+
+# None outside a plugin's import and callback; a HookSource inside.
+_current_plugin_source: contextvars.ContextVar[HookSource | None] = contextvars.ContextVar(
+    "cardcage_current_plugin_source", default=None
+)
 
 
 def format_source(source: HookSource | None) -> str:

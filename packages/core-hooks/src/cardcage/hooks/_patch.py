@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ._model import HookType, describe, format_source, origin, sources
 from ._targets import MISSING, redescribe
 from ._wrappers import build_wrapper, positional_arity
-from .errors import HookTargetError
 from .log import get_logger
 
 if TYPE_CHECKING:
@@ -125,6 +124,8 @@ def validate(
         return
     classes = [r for r in records if isinstance(r.hook, type)]
     if classes:
+        from .errors import HookTargetError  # the error paths import it
+
         first = classes[0]
         raise HookTargetError(
             f"Class {first.hook.__name__} ({format_source(first.source)}) replaces "
@@ -139,6 +140,8 @@ def validate(
 
 
 def _validate_class_target(target: str, original: type, records: Sequence[HookRecord]) -> None:
+    from .errors import HookTargetError  # class targets are rare, and checked once
+
     bad = [r for r in records if r.hook_type is not HookType.REPLACE]
     if bad:
         raise HookTargetError(
@@ -167,6 +170,8 @@ def _validate_sync_hooks(target: str, records: Sequence[HookRecord]) -> None:
 
     for r in records:
         if inspect.iscoroutinefunction(r.hook):
+            from .errors import HookTargetError
+
             raise HookTargetError(
                 f"{r.hook_type.name} hook {describe(r.hook)} ({format_source(r.source)}) is "
                 f"async, but '{target}' is a plain function: its callers would receive a "

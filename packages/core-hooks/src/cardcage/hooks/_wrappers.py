@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._fastcall import MAX_ARITY, fixed_arity_wrapper
 from ._model import describe
-from .errors import HookResultError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,6 +50,8 @@ def _before_shape(
         args, kwargs = result
         if isinstance(args, (tuple, list)) and isinstance(kwargs, Mapping):
             return tuple(args), dict(kwargs)
+    from .errors import HookResultError  # a misbehaving hook only
+
     origin = f" (plugin {source.plugin_name!r}, distribution {source.dist_name})" if source else ""
     raise HookResultError(
         f"BEFORE hook {describe(hook)}{origin} on {target!r} returned {type(result).__name__} "

@@ -19,12 +19,12 @@ import contextvars
 import enum
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from ._model import _current_plugin_source
 from .hosts import hosting_source
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from ._model import HookSource
 
 __all__ = [
     "Host",
@@ -37,11 +37,8 @@ __all__ = [
 ]
 
 
-# cardcage's side of the signal: set by ``registry.plugin_source()`` around each plugin's import
-# and callback. It lives here, not in ``registry``, so that this module needs no other.
-_current_plugin_source: contextvars.ContextVar[HookSource | None] = contextvars.ContextVar(
-    "cardcage_current_plugin_source", default=None
-)
+# cardcage's side of the signal is ``_model._current_plugin_source``, set by
+# ``registry.plugin_source()`` around each plugin's import and callback.
 
 
 class Host(enum.Enum):

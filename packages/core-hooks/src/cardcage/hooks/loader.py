@@ -36,16 +36,6 @@ from .envs import (
     parse_allowlist,
     parse_str,
 )
-from .errors import (
-    SGLANG_PORTING_GUIDE,
-    DuplicatePluginError,
-    PluginLoadError,
-    SGLangPluginLoadError,
-    format_plugin,
-    missing_sglang_module,
-    targets_sglang_fix,
-    targets_sglang_problem,
-)
 from .log import get_logger
 from .once import COMPLETE, Once
 from .profile import SGLANG_PROFILES, SRT_PROFILE, RuntimeProfile
@@ -55,8 +45,6 @@ from .registry import (
     BaseHookRegistry,
     HookRegistry,
     HookSource,
-    _apply_error,
-    format_source,
     plugin_source,
 )
 from .runtimes import Runtime, registered_runtimes, runtime_for
@@ -326,7 +314,9 @@ def _check_duplicates(group: str, eps: Iterable[PluginEntryPoint]) -> None:
     for name in sorted(by_name):
         found = by_name[name]
         if len(found) > 1:
-            raise DuplicatePluginError(group, name, [ep.dist_name for ep in found])
+            from ._load_failures import duplicate_names
+
+            duplicate_names(group, name, found)
 
 
 def _fatal(dist: str | None, fatal_dists: Collection[str]) -> bool:
@@ -456,59 +446,13 @@ def _import_plugin(
     except Exception as exc:
         # Hooks the module registered while importing belong to a plugin that is not loaded.
         owner.discard_source(source)
-        _import_failed(ep, group, exc, statuses, fatal=fatal)
+        from ._load_failures import import_failed
+
+        import_failed(ep, group, exc, statuses, fatal=fatal)
         return None
     _record(statuses, ep, "loaded")
     logger.debug("Loaded plugin %s from group %s", ep.name, group)
     return LoadedPlugin(callback, ep.dist_name)
-
-
-def _import_failed(
-    ep: PluginEntryPoint,
-    group: str,
-    exc: Exception,
-    statuses: list[PluginStatus] | None,
-    *,
-    fatal: bool,
-) -> None:
-    """The failure policy for a plugin that did not import: raise when it ships with the
-    selected platform, otherwise log it with its traceback and go on."""
-    sglang_module = missing_sglang_module(exc)
-    if sglang_module is not None:
-        # Written for SGLang's own runtime: say so, with both ways out, not a traceback.
-        _sglang_failure(
-            statuses,
-            ep.name,
-            ep.dist_name,
-            group,
-            f"importing it ({ep.value})",
-            exc,
-            sglang_module,
-            fatal=fatal,
-            status="failed-import",
-            entry_point=ep,
-        )
-        return
-    _record(statuses, ep, "failed-import", f"{type(exc).__name__}: {exc}")
-    if fatal:
-        raise PluginLoadError(
-            f"{format_plugin(ep.name, ep.dist_name).capitalize()} in group {group!r} "
-            f"failed to import ({ep.value}): {type(exc).__name__}: {exc}. It ships with "
-            "the selected platform, so the runtime cannot start without it: fix or "
-            f"reinstall {ep.dist_name}, or select another platform.",
-            group=group,
-            plugin=ep.name,
-            distribution=ep.dist_name,
-        ) from exc
-    logger.error(
-        "Failed to load plugin %s from group %s (distribution %s): %s: %s; skipping it",
-        ep.name,
-        group,
-        ep.dist_name,
-        type(exc).__name__,
-        exc,
-        exc_info=exc,
-    )
 
 
 def _record(
@@ -516,54 +460,6 @@ def _record(
 ) -> None:
     if statuses is not None:
         statuses.append(PluginStatus(ep.name, ep.group, ep.value, ep.dist_name, status, detail))
-
-
-def _sglang_failure(
-    statuses: list[PluginStatus] | None,
-    name: str,
-    dist_name: str | None,
-    group: str | None,
-    step: str,
-    exc: BaseException,
-    sglang_module: str,
-    *,
-    fatal: bool,
-    status: str,
-    entry_point: PluginEntryPoint | None = None,
-    log: logging.Logger | None = None,
-) -> None:
-    """A plugin written for SGLang's runtime failed because SGLang is absent: record, then
-    raise (``fatal``: it ships with the selected platform) or log a warning and go on."""
-    detail = (
-        f"targets SGLang's runtime: {type(exc).__name__}: {exc}. Run it in SGLang's own runtime "
-        "(pip install sglang), or port it to cardcage (the porting guide: "
-        f"{SGLANG_PORTING_GUIDE})"
-    )
-    if entry_point is not None:
-        _record(statuses, entry_point, status, detail)
-    else:
-        _set_status(statuses, name, status, detail)
-    where = f" in group {group!r}" if group else ""
-    problem = targets_sglang_problem(
-        f"{format_plugin(name, dist_name).capitalize()}{where}", step, sglang_module, exc
-    )
-    if fatal:
-        raise SGLangPluginLoadError(
-            f"{problem} It ships with the selected platform, so the runtime cannot start "
-            "without it.",
-            f"{targets_sglang_fix()}; or select another platform.",
-            group=group,
-            plugin=name,
-            distribution=dist_name,
-            sglang_module=sglang_module,
-        ) from exc
-    out = log or logger
-    out.warning(
-        "%s Skipping it. %s.",
-        problem,
-        targets_sglang_fix(),
-        exc_info=out.isEnabledFor(logging.DEBUG),
-    )
 
 
 def execute_plugin_callbacks(
@@ -590,39 +486,19 @@ def execute_plugin_callbacks(
                 callback()
         except Exception as exc:
             dropped = registry.discard_source(source)
-            sglang_module = missing_sglang_module(exc)
-            if sglang_module is not None:
-                _sglang_failure(
-                    statuses,
-                    name,
-                    dist_name,
-                    group,
-                    f"its {plugin_label} plugin callback",
-                    exc,
-                    sglang_module,
-                    fatal=_fatal(dist_name, fatal_dists),
-                    status="failed-register",
-                    log=out,
-                )
-                continue
-            if _fatal(dist_name, fatal_dists):
-                raise PluginLoadError(
-                    f"{format_plugin(name, dist_name).capitalize()} failed in its {plugin_label} "
-                    f"plugin callback: {type(exc).__name__}: {exc}. It ships with the selected "
-                    f"platform, so the runtime cannot start without it: fix {dist_name}, or "
-                    "select another platform.",
-                    group=group,
-                    plugin=name,
-                    distribution=dist_name,
-                ) from exc
-            out.exception(
-                "Failed to execute %s plugin: %s (distribution %s); discarded its %d hook(s)",
-                plugin_label,
+            from ._load_failures import callback_failed
+
+            callback_failed(
                 name,
                 dist_name,
+                exc,
                 dropped,
+                plugin_label=plugin_label,
+                group=group,
+                fatal=_fatal(dist_name, fatal_dists),
+                statuses=statuses,
+                log=out,
             )
-            _set_status(statuses, name, "failed-register", f"{type(exc).__name__}: {exc}")
             continue
         _set_status(statuses, name, "executed")
         out.debug("Executed %s plugin: %s", plugin_label, name)
@@ -767,22 +643,6 @@ def register_plugins(
     return state.report
 
 
-def _owned_by(
-    dist: str, failures: Mapping[str, BaseException], registrations: Mapping[str, Any]
-) -> dict[str, list[HookSource]]:
-    """The failed targets that have hooks from ``dist``, with those hooks' sources."""
-    owned: dict[str, list[HookSource]] = {}
-    for target in sorted(failures):
-        sources = [
-            r.source
-            for r in registrations.get(target, ())
-            if r.source is not None and _norm(r.source.dist_name) == _norm(dist)
-        ]
-        if sources:
-            owned[target] = sources
-    return owned
-
-
 def _enforce_failure_policy(
     report: ApplyReport,
     registry: type[BaseHookRegistry],
@@ -791,28 +651,10 @@ def _enforce_failure_policy(
     strict: bool,
 ) -> None:
     """Raise if a failed target belongs to the selected platform's distribution (or strict)."""
-    if not report.failed:
-        return
-    registrations = registry.registrations()
-    if choice is not None and choice.dist_name:
-        owned = _owned_by(choice.dist_name, report.failed, registrations)
-        if owned:
-            sources = sorted({format_source(src) for srcs in owned.values() for src in srcs})
-            first = next(iter(owned.values()))[0]
-            details = "; ".join(
-                f"{t}: {type(report.failed[t]).__name__}: {report.failed[t]}" for t in owned
-            )
-            raise PluginLoadError(
-                f"Hooks of the selected platform's distribution {choice.dist_name} "
-                f"({', '.join(sources)}) could not be applied: {details}. The platform "
-                "depends on them; fix the hook targets in that distribution.",
-                group=profile.plugin_group,
-                plugin=first.plugin_name,
-                distribution=choice.dist_name,
-                targets=list(owned),
-            )
-    if strict:
-        raise _apply_error(report.failed, registrations)
+    if report.failed:
+        from ._load_failures import enforce_failure_policy
+
+        enforce_failure_policy(report, registry, profile, choice, strict)
 
 
 def apply_registered_hooks(

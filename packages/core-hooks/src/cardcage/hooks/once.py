@@ -19,8 +19,6 @@ import os
 import threading
 import weakref
 
-from .errors import PhaseFailedError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -63,6 +61,8 @@ class Once:
                     return False
                 if self._state == FAILED:
                     assert self._error is not None
+                    from .errors import PhaseFailedError  # a failed phase only
+
                     raise PhaseFailedError(self.phase, self._error) from self._error
                 if self._state == NOT_STARTED:
                     self._state = RUNNING

@@ -25,12 +25,11 @@ import threading
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ._model import HookRecord, HookSource, HookType, format_source
+from ._model import HookRecord, HookSource, HookType, _current_plugin_source, format_source
 from ._model import describe as _describe
 from ._model import sources as _sources
 from ._targets import NotYetImported, find_attribute, is_home, parse_target
 from ._targets import locate as _locate
-from .host import _current_plugin_source
 from .hosts import hosting_source
 from .log import get_logger
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import DuplicatePluginError, RuntimeRegistrationError
 from .log import get_logger
 from .profile import SRT_PROFILE, RuntimeProfile
 from .records import FrozenRecord
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     # Protocols only for the type checker: defining one at import time costs more than the rest.
     from typing import Protocol
 
+    from .errors import RuntimeRegistrationError
     from .registry import BaseHookRegistry
     from .snapshot import EntryPointSnapshot, PluginEntryPoint
 
@@ -186,38 +186,44 @@ def _where(ep: PluginEntryPoint) -> str:
     return where + (f" (distribution {ep.dist_name})" if ep.dist_name else "")
 
 
-def _load(ep: PluginEntryPoint) -> Runtime:
-    """Import one registration and check it; every failure is a ``RuntimeRegistrationError``.
+def _broken(ep: PluginEntryPoint, message: str) -> RuntimeRegistrationError:
+    from .errors import RuntimeRegistrationError  # the error path only: a cheap import
+
+    return RuntimeRegistrationError(
+        message, group=RUNTIMES_GROUP, plugin=ep.name, distribution=ep.dist_name
+    )
+
+
+def _load(ep: PluginEntryPoint) -> Runtime | RuntimeRegistrationError:
+    """Import one registration and check it; every failure is a ``RuntimeRegistrationError``,
+    returned, not raised, so the cache keeps it.
 
     The distribution's name (a METADATA read) is looked up on the error paths only.
     """
     try:
         value = ep.load()
     except Exception as exc:
-        raise RuntimeRegistrationError(
+        error = _broken(
+            ep,
             f"The runtime registered by {_where(ep)} cannot be imported: "
             f"{type(exc).__name__}: {exc}. "
             "Reinstall the distribution, or uninstall it if the runtime is not needed.",
-            group=RUNTIMES_GROUP,
-            plugin=ep.name,
-            distribution=ep.dist_name,
-        ) from exc
+        )
+        error.__cause__ = exc  # as `raise ... from exc` would
+        error.__suppress_context__ = True
+        return error
     if not isinstance(value, Runtime):
-        raise RuntimeRegistrationError(
+        return _broken(
+            ep,
             f"The {_where(ep)} names a {type(value).__name__}, not a "
             "cardcage.hooks.runtimes.Runtime record. Point the entry point at a module-level "
             "Runtime(...).",
-            group=RUNTIMES_GROUP,
-            plugin=ep.name,
-            distribution=ep.dist_name,
         )
     if value.name != ep.name:
-        raise RuntimeRegistrationError(
+        return _broken(
+            ep,
             f"The {_where(ep)} gives a runtime whose profile is named {value.name!r}. Name the "
             f"entry point after the profile: {value.name} = {ep.value!r}.",
-            group=RUNTIMES_GROUP,
-            plugin=ep.name,
-            distribution=ep.dist_name,
         )
     return value
 
@@ -233,6 +239,8 @@ def _entry_points(snapshot: EntryPointSnapshot | None) -> tuple[PluginEntryPoint
         by_name.setdefault(ep.name, []).append(ep)
     for name in sorted(by_name):
         if len(by_name[name]) > 1:
+            from .errors import DuplicatePluginError
+
             raise DuplicatePluginError(RUNTIMES_GROUP, name, [e.dist_name for e in by_name[name]])
     return eps
 
@@ -251,11 +259,7 @@ def _cached(ep: PluginEntryPoint) -> Runtime | RuntimeRegistrationError:
     key = (ep.name, ep.value, ep.dist.normalized_name if ep.dist is not None else None)
     found = _loaded.get(key)
     if found is None:
-        try:
-            found = _load(ep)
-        except RuntimeRegistrationError as exc:
-            found = exc
-        _loaded[key] = found
+        found = _loaded[key] = _load(ep)
     return found
 
 
@@ -273,7 +277,7 @@ def get_runtime(name: str, snapshot: EntryPointSnapshot | None = None) -> Runtim
     for ep in _entry_points(snapshot):
         if ep.name == name:
             found = _cached(ep)
-            if isinstance(found, RuntimeRegistrationError):
+            if not isinstance(found, Runtime):
                 raise found
             return found
     return None
@@ -300,10 +304,10 @@ def registered_runtimes(snapshot: EntryPointSnapshot | None = None) -> tuple[Run
     found: list[Runtime] = []
     for ep in sorted(_entry_points(snapshot), key=lambda e: _order(e.name)):
         loaded = _cached(ep)
-        if isinstance(loaded, RuntimeRegistrationError):
-            logger.warning("%s", loaded)
-        else:
+        if isinstance(loaded, Runtime):
             found.append(loaded)
+        else:
+            logger.warning("%s", loaded)
     return tuple(found)
 
 
@@ -312,4 +316,4 @@ def broken_runtimes(
 ) -> tuple[RuntimeRegistrationError, ...]:
     """The registrations that do not give a usable runtime, each as its typed error."""
     broken = (_cached(ep) for ep in sorted(_entry_points(snapshot), key=lambda e: _order(e.name)))
-    return tuple(b for b in broken if isinstance(b, RuntimeRegistrationError))
+    return tuple(b for b in broken if not isinstance(b, Runtime))

@@ -23,8 +23,6 @@ import traceback
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from cardcage.hooks.errors import PhaseFailedError
-
 from .selection import SelectionRecord, activating_plugin, select_platform
 
 if TYPE_CHECKING:
@@ -67,6 +65,8 @@ class LazyPlatform:
             if self.platform is not None:
                 return self.platform
             if self.error is not None:
+                from cardcage.hooks.errors import PhaseFailedError  # a failed selection only
+
                 raise PhaseFailedError(f"{self.label} platform selection", self.error) from (
                     self.error
                 )
