@@ -17,10 +17,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ._model import _current_plugin_source
 from .hosts import hosting_source
+from .records import TupleRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -49,16 +50,23 @@ class Host(enum.Enum):
     VLLM = "vllm"
 
 
-class Rehearsal(NamedTuple):
+class Rehearsal(TupleRecord):
     """``cardcage doctor`` calling plugin code as a host would, where that host is not running.
 
     ``selected`` is the platform class (``module:Class`` or dotted) the rehearsed host is
     predicted to select, or None; ``selected_by_vllm()`` and ``selected_by_sglang()`` (of
-    ``cardcage.platforms.host``) answer from it when the rehearsed host is theirs.
+    ``cardcage.platforms.host``) answer from it when the rehearsed host is theirs. A named tuple.
     """
 
+    __slots__ = ()
+    _fields = ("host", "selected")
+    _field_defaults: ClassVar[dict[str, Any]] = {"selected": None}
+
     host: Host
-    selected: str | None = None
+    selected: str | None
+
+    def __new__(cls, host: Host, selected: str | None = None) -> Rehearsal:
+        return tuple.__new__(cls, (host, selected))
 
 
 _rehearsal: contextvars.ContextVar[Rehearsal | None] = contextvars.ContextVar(
