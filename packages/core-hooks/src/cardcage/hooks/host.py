@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._model import _current_plugin_source
 from .hosts import hosting_source
@@ -25,6 +25,10 @@ from .records import TupleRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from typing import TypeVar
+
+    # Only the checker needs it: a TypeVar with a bound costs a compile() at import.
+    _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 __all__ = [
@@ -122,9 +126,6 @@ def sglang_plugin_source() -> Any | None:
     ``cardcage.hooks.hosts.sglang``); nothing is imported when SGLang is not."""
     hosting = hosting_source()
     return hosting[1] if hosting is not None and hosting[0] == Host.SGLANG.value else None
-
-
-_F = TypeVar("_F", bound="Callable[..., Any]")
 
 
 def general_plugin(register: _F) -> _F:

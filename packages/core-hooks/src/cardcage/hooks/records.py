@@ -25,14 +25,13 @@ annotates them and writes ``__new__`` gets the field properties, ``_make``, ``_a
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Self
 
 __all__ = ["FrozenRecord", "Record", "TupleRecord"]
-
-_T = TypeVar("_T", bound="TupleRecord")
 
 
 class Record:
@@ -102,7 +101,7 @@ class TupleRecord(tuple[Any, ...]):
             setattr(cls, name, property(itemgetter(index), doc=f"Alias for field number {index}"))
 
     @classmethod
-    def _make(cls: type[_T], iterable: Iterable[Any]) -> _T:
+    def _make(cls, iterable: Iterable[Any]) -> Self:
         values = tuple(iterable)
         if len(values) != len(cls._fields):
             raise TypeError(f"Expected {len(cls._fields)} arguments, got {len(values)}")
@@ -111,7 +110,7 @@ class TupleRecord(tuple[Any, ...]):
     def _asdict(self) -> dict[str, Any]:
         return dict(zip(self._fields, self, strict=True))
 
-    def _replace(self: _T, **changes: Any) -> _T:
+    def _replace(self, **changes: Any) -> Self:
         unknown = set(changes) - set(self._fields)
         if unknown:
             raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")

@@ -23,7 +23,7 @@ import os
 import sys
 import threading
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._model import HookRecord, HookSource, HookType, _current_plugin_source, format_source
 from ._model import describe as _describe
@@ -35,10 +35,15 @@ from .log import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import TypeVar
 
     from ._patch import Applied as _Applied
     from ._propagate import Replacement
     from .errors import HookApplyError, HookRegistrationError
+
+    # Only the checker needs it: a TypeVar with a bound costs a compile() at import.
+    _F = TypeVar("_F", bound=Callable[..., Any])
+
 
 __all__ = [
     "ApplyReport",
@@ -55,8 +60,6 @@ __all__ = [
 ]
 
 logger = get_logger(__name__)
-
-_F = TypeVar("_F", bound="Callable[..., Any]")
 
 
 def check_target(target: object) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import os
 import platform as _platform
-import resource
 import sys
 from typing import Any
 
@@ -47,6 +46,8 @@ class CpuDeviceMixin(DeviceMixin):
                 resident_pages = int(handle.read().split()[1])
             return float(resident_pages * os.sysconf("SC_PAGE_SIZE"))
         except OSError:
+            import resource  # an extension module: loaded only where /proc is missing
+
             # ru_maxrss is a peak, in KiB on Linux and bytes on macOS; good enough as a fallback.
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             return float(peak if _platform.system() == "Darwin" else peak * 1024)
