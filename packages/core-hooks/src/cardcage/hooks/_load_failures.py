@@ -211,9 +211,9 @@ def enforce_failure_policy(
     choice: PlatformChoice | None,
     strict: bool,
 ) -> None:
-    """Raise if a failed target belongs to the selected platform's distribution (or strict)."""
-    if not report.failed:
-        return
+    """Raise if a failed target belongs to the selected platform's distribution (or strict).
+
+    The loader calls it only for a report with failed targets."""
     registrations = registry.registrations()
     if choice is not None and choice.dist_name:
         owned = _owned_by(choice.dist_name, report.failed, registrations)
