@@ -28,7 +28,10 @@ times, with ``time.perf_counter()``:
   its hook.
 
 Each child checks that SGLang selected the plugin's platform and applied its hook, attributed to
-its distribution, so a run that measured the wrong thing fails.
+its distribution, so a run that measured the wrong thing fails. It also lists the modules its
+window imported, with the size of the bytecode each read; the report prints what only one side
+imported (the plugin's import footprint: its modules, cardcage's for demo-cpu) and names any
+module outside the plugin's own packages that only one side pulls in.
 
 A second measurement is one AROUND hook's overhead per call on one op of SGLang's own code that a
 forward pass calls once per layer: ``RMSNorm.forward`` of SGLang's diffusion runtime
@@ -99,22 +102,32 @@ TARGET = "sglang.srt.utils.common.get_device_memory_capacity"
 
 @dataclass(frozen=True)
 class Side:
-    """One plugin under test: its site, the name SGLang selects it by, what SGLang must record."""
+    """One plugin under test: its site, the name SGLang selects it by, what SGLang must record,
+    and the top-level import packages that are its own (for demo-cpu, cardcage's too)."""
 
     label: str
     site: str
     platform: str
     device_name: str
     source: tuple[str, str]
+    packages: tuple[str, ...]
 
 
-DEMO_CPU = Side("demo-cpu", "demo-cpu", "demo_cpu", "demo_cpu", ("demo_cpu", "cardcage-demo-cpu"))
+DEMO_CPU = Side(
+    "demo-cpu",
+    "demo-cpu",
+    "demo_cpu",
+    "demo_cpu",
+    ("demo_cpu", "cardcage-demo-cpu"),
+    ("cardcage", "cardcage_demo_cpu"),
+)
 NATIVE = Side(
     "native SGLang plugin",
     "cc-plat-sglang-native",
     "sglang_native",
     "sglang_native",
     ("sglang_native_hooks", "cc-plat-sglang-native"),
+    ("cc_plat_sglang_native",),
 )
 SIDES = (DEMO_CPU, NATIVE)
 #: SGLang's sites under ``$CC_BENCH_SITES``: its wheel, and the packages its import path needs.
@@ -190,9 +203,10 @@ PRELOADED = (
 # The child: the shared third-party imports before the clock, then SGLang's own start-up and
 # loader, then the checks.
 CHILD = f"""
-import importlib, json, sys, time
+import importlib, json, os, sys, time
 for name in {PRELOADED!r}:
     importlib.import_module(name)
+preloaded = set(sys.modules)
 start = time.perf_counter()
 import sglang  # selects the SRT platform
 imported = time.perf_counter()
@@ -205,7 +219,15 @@ sources = [
     None if source is None else [source.plugin_name, source.dist_name]
     for _, _, source in HookRegistry._hooks.get({TARGET!r}, [])
 ]
+window = {{}}  # every module the window imported -> the size of the bytecode it read, or 0
+for name in set(sys.modules) - preloaded:
+    cached = getattr(getattr(sys.modules[name], "__spec__", None), "cached", None)
+    try:
+        window[name] = os.path.getsize(cached) if cached else 0
+    except OSError:
+        window[name] = 0
 print(json.dumps({{
+    "imported": window,
     "import_s": imported - start,
     "load_s": loaded - imported,
     "version": sglang.__version__,
@@ -439,8 +461,9 @@ def child_env(sites: Path, side: Side, pycache: Path) -> dict[str, str]:
     return env
 
 
-def run_child(sites: Path, side: Side, pycache: Path) -> dict[str, float]:
-    """One fresh interpreter for ``side``: its timings, once it checked it did the right work."""
+def run_child(sites: Path, side: Side, pycache: Path) -> dict[str, Any]:
+    """One fresh interpreter for ``side``: its timings and the modules its window imported (name
+    -> bytes of bytecode read), once it checked it did the right work."""
     done = subprocess.run(
         [sys.executable, "-c", CHILD],
         env=child_env(sites, side, pycache),
@@ -460,16 +483,16 @@ def run_child(sites: Path, side: Side, pycache: Path) -> dict[str, float]:
     wrong = {k: report[k] for k, v in expected.items() if report[k] != v}
     if wrong:
         raise BenchError(f"{side.label}: SGLang did not do the expected work: {wrong}")
-    return {"import_s": report["import_s"], "load_s": report["load_s"]}
+    return {k: report[k] for k in ("import_s", "load_s", "imported")}
 
 
-def measure(sites: Path, scratch: Path, settings: Settings) -> dict[str, list[dict[str, float]]]:
+def measure(sites: Path, scratch: Path, settings: Settings) -> dict[str, list[dict[str, Any]]]:
     """Alternating fresh processes per side, after warm-ups; the samples by side label."""
     caches = {side.label: scratch / f"pycache-{index}" for index, side in enumerate(SIDES)}
     for side in SIDES:
         for _ in range(settings.warmups):
             run_child(sites, side, caches[side.label])
-    samples: dict[str, list[dict[str, float]]] = {side.label: [] for side in SIDES}
+    samples: dict[str, list[dict[str, Any]]] = {side.label: [] for side in SIDES}
     for round_index in range(settings.rounds):
         order = SIDES if round_index % 2 == 0 else tuple(reversed(SIDES))
         for side in order:
@@ -477,7 +500,7 @@ def measure(sites: Path, scratch: Path, settings: Settings) -> dict[str, list[di
     return samples
 
 
-def results_of(samples: dict[str, list[dict[str, float]]]) -> list[Result]:
+def results_of(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
     ours, theirs = samples[DEMO_CPU.label], samples[NATIVE.label]
     rows = [
         ("import sglang (selects the platform) + load_plugins()", ("import_s", "load_s"), BUDGET),
@@ -504,6 +527,34 @@ def results_of(samples: dict[str, list[dict[str, float]]]) -> list[Result]:
     return results
 
 
+def footprint(samples: dict[str, list[dict[str, Any]]]) -> str:
+    """What each side's window imported that the other's did not: the plugin's import footprint.
+
+    The timed window is the same SGLang code on both sides, so the modules only one side imports
+    are what its plugin costs to import; anything beyond the plugin's own packages (a standard
+    library or third-party module only one side pulls in) is named, since a vendor pays for it.
+    """
+    imported = {side.label: samples[side.label][0]["imported"] for side in SIDES}
+    lines = ["modules the timed window imported (first sample of each side):"]
+    for side, other in ((DEMO_CPU, NATIVE), (NATIVE, DEMO_CPU)):
+        mine, theirs = imported[side.label], imported[other.label]
+        only = sorted(set(mine) - set(theirs))
+        packages: dict[str, int] = {}
+        for name in only:
+            top = name.partition(".")[0]
+            packages[top] = packages.get(top, 0) + 1
+        kib = sum(mine[name] for name in only) / 1024
+        by_package = ", ".join(f"{top} {count}" for top, count in sorted(packages.items()))
+        lines.append(
+            f"  {side.label}: {len(mine)}, of which {len(only)} only on this side "
+            f"({by_package or 'none'}; {kib:.0f} KiB of bytecode)"
+        )
+        foreign = [name for name in only if name.partition(".")[0] not in side.packages]
+        if foreign:
+            lines.append(f"    not the plugin's own: {', '.join(foreign)}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     settings = QUICK if args.quick else FULL
@@ -524,14 +575,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             "processes"
         )
         with tempfile.TemporaryDirectory(prefix="cardcage-bench-host-") as tmp:
-            results = results_of(measure(sites, Path(tmp), settings))
+            startup_samples = measure(sites, Path(tmp), settings)
+            results = results_of(startup_samples)
+            context = footprint(startup_samples)
             progress(
                 f"AROUND hook per call: {settings.hook_rounds} rounds of {len(HOOK_VARIANTS)} "
                 f"fresh processes, {settings.hook_blocks} blocks of {settings.hook_calls} calls"
             )
             hook_samples = measure_hooks(sites, Path(tmp), settings)
             results += hook_results(hook_samples)
-            context = hook_context(hook_samples)
+            context += "\n\n" + hook_context(hook_samples)
     except BenchError as exc:
         failure = str(exc)
     print()
