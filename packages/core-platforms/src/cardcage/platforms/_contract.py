@@ -433,18 +433,19 @@ def _check_method(cls: type, name: str, base_func: types.FunctionType) -> None:
     _, owner, raw = found
     if owner.__module__.startswith(_OWN_MODULES):
         return  # the base's own method, or a cardcage built-in's
-    contract = _signature_text(name, base_func)
-    fix = f"Define it as a method with the contract's signature, {contract}."
 
     def fail(problem: str) -> PlatformContractError:
         from .errors import PlatformContractError  # only a class that breaks the contract
 
+        # The contract's signature is spelled out only here: every vendor class is checked as
+        # it is defined, in every process of every host, and almost none fails.
+        contract = _signature_text(name, base_func)
         return PlatformContractError(
             platform_class=_qualified(cls),
             owner=_qualified(owner),
             member=name,
             problem=problem,
-            fix=fix,
+            fix=f"Define it as a method with the contract's signature, {contract}.",
         )
 
     if isinstance(raw, property):
