@@ -74,6 +74,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -539,10 +540,7 @@ def footprint(samples: dict[str, list[dict[str, Any]]]) -> str:
     for side, other in ((DEMO_CPU, NATIVE), (NATIVE, DEMO_CPU)):
         mine, theirs = imported[side.label], imported[other.label]
         only = sorted(set(mine) - set(theirs))
-        packages: dict[str, int] = {}
-        for name in only:
-            top = name.partition(".")[0]
-            packages[top] = packages.get(top, 0) + 1
+        packages = Counter(name.partition(".")[0] for name in only)
         kib = sum(mine[name] for name in only) / 1024
         by_package = ", ".join(f"{top} {count}" for top, count in sorted(packages.items()))
         lines.append(
