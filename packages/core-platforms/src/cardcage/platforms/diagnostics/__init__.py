@@ -18,9 +18,10 @@ What each collector may touch, because a diagnostic must not change what it diag
   and calls the ``register()`` of those that startup would run, in this process, catching
   whatever they raise; the hooks they register are counted and discarded, never applied.
 * A runtime whose policy names a host (``host = "vllm"``) is explained by that host's rules, in
-  its module here (``diagnostics.vllm``): doctor and ``hooks`` call its plugins' ``activate()``
-  and ``register()`` inside a rehearsal of the host (``cardcage.hooks.host.rehearsing``) where
-  the host is not installed; with vLLM installed, ``platform`` and ``hooks`` run vLLM's own code.
+  that host's room (``cardcage.platforms.hosts.vllm.diagnosis``): doctor and ``hooks`` call its
+  plugins' ``activate()`` and ``register()`` inside a rehearsal of the host
+  (``cardcage.hooks.host.rehearsing``) where the host is not installed; with vLLM installed,
+  ``platform`` and ``hooks`` run vLLM's own code.
 
 Import-safe: stdlib and the findings type only at module scope. ``cardcage.hooks`` internals,
 the selection engine and plugin code are imported inside the functions that need them; torch

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import json
 import os
 import re
@@ -176,16 +175,21 @@ def present() -> tuple[Runtime, ...]:
 
 
 def hosted(policy: object) -> ModuleType | None:
-    """The diagnostics module of a runtime whose platform a host selects by its own rules.
+    """The diagnosis of a runtime whose platform a host selects by its own rules.
 
-    Such a runtime's policy names its host (``host = "vllm"``), and this package holds one
-    module per such host (``diagnostics.vllm``), which explains it by that host's rules; None
-    for a runtime that cardcage's selection engine serves.
+    Such a runtime's policy names its host (``host = "vllm"``), whose room holds the module that
+    explains it by that host's rules (``cardcage.platforms.hosts.diagnosis``); None for a
+    runtime that cardcage's selection engine serves.
     """
     host = getattr(policy, "host", None)
     if not isinstance(host, str) or not host:
         return None
-    return importlib.import_module(f"{__package__}.{host}")
+    from cardcage.platforms import hosts
+
+    module = hosts.diagnosis(host)
+    if module is None:
+        raise LookupError(f"the {host!r} room of cardcage.platforms.hosts has no diagnosis module")
+    return module
 
 
 def runtime_profiles() -> tuple[RuntimeProfile, ...]:

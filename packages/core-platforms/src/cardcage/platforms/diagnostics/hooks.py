@@ -184,7 +184,7 @@ def _chain_order(records: tuple[HookRecord, ...]) -> list[HookRecord]:
     return sorted(records, key=lambda r: r.hook_type.name != "REPLACE")
 
 
-def _hook_rows(
+def hook_rows(
     registry: type[BaseHookRegistry],
     failed: dict[str, BaseException],
     versions: dict[str, str],
@@ -294,7 +294,7 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
             )
             for p in (report.plugins if report else ())
         ),
-        hooks=_hook_rows(registry, failed, versions) if registry is not None else (),
+        hooks=hook_rows(registry, failed, versions) if registry is not None else (),
         rebound=report.apply.rebound if report and report.apply else None,
         error=error,
         display_name=runtime.display_name,

@@ -1,35 +1,31 @@
-"""What the installed SGLang release will do with each installed plugin (doctor and platform).
+"""What each installed host release will do with the installed plugins (doctor and platform).
 
 cardcage's own selection decides what ``cardcage platform`` and ``cardcage doctor`` report; a
-plugin built with cardcage is also selected and loaded by SGLang, whose releases differ in what
-they can take (``cardcage.platforms.hosts.sglang.releases``). Where SGLang is installed, both
-commands read its version from its metadata (SGLang is never imported) and say:
+plugin built with cardcage is also selected and loaded by each host, whose releases differ in
+what they can take. What a host's release does is that host's knowledge, so it lives in the
+host's room (``cardcage.platforms.hosts.<host>.diagnosis``); this module only defines the rows
+the commands report and asks every room that has something to say:
 
-* ``sglang-release-unsupported`` (warning): the version is outside the supported range;
-* ``sglang-release-no-diffusion``: a diffusion platform plugin that this release cannot select,
-  since it reads no out-of-tree diffusion group (before 0.5.22): a warning when cardcage's
-  diffusion start-up selects it (SGLang's would reject the override, or never see the plugin),
-  info otherwise;
-* ``sglang-release-ignores-override`` (info): a contract name the selected SRT platform class
-  defines, or a capability it declares, that this release never calls or reads.
+* ``release_findings(snapshot, selected)``: the findings about the host's installed release and
+  the release itself (or nothing, where the host is not installed);
+* ``runtime_hosts(runtime, plugin)``: whether the installed release selects what cardcage
+  selected for one of cardcage's runtimes.
+
+A room's diagnosis reads metadata only: no host is imported here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from cardcage.platforms.findings import DistRef, Finding, Severity
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cardcage.hooks.snapshot import EntryPointSnapshot
-    from cardcage.platforms.hosts.sglang.releases import Release
+    from cardcage.platforms.findings import DistRef, Finding
 
-__all__ = ["HostRelease", "installed_hosts", "release_findings", "runtime_hosts"]
-
-_DIFFUSION_PLATFORMS = "sglang.multimodal_gen.platforms"
-_DIFFUSION_PLUGINS = "sglang.multimodal_gen.plugins"
-_OWN_MODULES = "cardcage.platforms."
+__all__ = ["HostRelease", "RuntimeHost", "release_findings", "runtime_hosts"]
 
 
 @dataclass(frozen=True)
@@ -57,173 +53,36 @@ class RuntimeHost:
     detail: str
 
 
-def _sglang() -> tuple[HostRelease, Release] | None:
-    from cardcage.platforms.hosts.sglang import releases
+def _diagnoses(function: str) -> Iterator[ModuleType]:
+    """Every host room's diagnosis module that offers ``function``, in the rooms' order."""
+    from cardcage.platforms import hosts
 
-    version = releases.installed_version()
-    if version is None:
-        return None
-    row, supported = releases.release_for(version)
-    host = HostRelease(
-        host="sglang",
-        version=version,
-        release=row.version,
-        supported=supported,
-        supported_range=releases.SUPPORTED,
-        diffusion_plugins=row.diffusion_plugins,
-    )
-    return host, row
-
-
-def installed_hosts() -> tuple[HostRelease, ...]:
-    """Every installed host runtime (SGLang), read from metadata only."""
-    found = _sglang()
-    return (found[0],) if found is not None else ()
+    for host in hosts.ROOMS:
+        module = hosts.diagnosis(host)
+        if module is not None and hasattr(module, function):
+            yield module
 
 
 def runtime_hosts(runtime: str, plugin: str | None) -> tuple[RuntimeHost, ...]:
-    """What the installed SGLang does with cardcage's choice for ``runtime`` ("srt" or
-    "diffusion"; another runtime has no SGLang counterpart): ``plugin`` is the selected
-    platform plugin's name, None for a built-in platform."""
-    found = _sglang()
-    if found is None or runtime not in ("srt", "diffusion"):
-        return ()
-    host, row = found
-    name = f"SGLang {host.version}"
-    if runtime == "diffusion" and plugin is not None and not row.diffusion_plugins:
-        detail = (
-            f"{name} cannot select platform plugin {plugin!r}: SGLang selects out-of-tree "
-            "diffusion platforms from 0.5.22 on (before that it rejects the override and reads "
-            "no diffusion entry-point group); cardcage's diffusion runtime selects it"
-        )
-        return (RuntimeHost("sglang", host.version, False, detail),)
-    what = f"platform plugin {plugin!r}" if plugin is not None else "this built-in platform"
-    detail = f"{name} selects {what} by the same rules"
-    if not host.supported:
-        detail += f" (untested: {name} is outside {' - '.join(host.supported_range)})"
-    return (RuntimeHost("sglang", host.version, True, detail),)
-
-
-def _unsupported(host: HostRelease) -> Finding:
-    first, last = host.supported_range
-    return Finding(
-        code="sglang-release-unsupported",
-        severity="warning",
-        message=(
-            f"SGLang {host.version} is installed, outside the releases cardcage supports as a "
-            f"host ({first} to {last}). Its plugin interface is read as {host.release}'s, which "
-            "may not be what it calls: a platform plugin may fail or lose its declarations "
-            "inside it."
-        ),
-        fix=(
-            f"Install a supported SGLang (pip install 'sglang>={first},<={last}'), or a "
-            "cardcage-core-platforms release that supports this SGLang."
-        ),
-        distributions=(DistRef("sglang", host.version),),
-    )
-
-
-def _no_diffusion(host: HostRelease, ep: Any, selected: bool) -> Finding:
-    severity: Severity = "warning" if selected else "info"
-    what = (
-        "cardcage's diffusion start-up selects it, but this SGLang's cannot: it rejects "
-        "SGLANG_DIFFUSION_PLATFORM_OVERRIDE naming it, or never reads its entry point and "
-        "selects a built-in platform"
-        if selected
-        else "this SGLang can never select it, nor load the diffusion plugins of its distribution"
-    )
-    dist = ep.dist.version if ep.dist is not None else None
-    return Finding(
-        code="sglang-release-no-diffusion",
-        severity=severity,
-        message=(
-            f"Diffusion platform plugin {ep.name!r} ({ep.dist_name}) needs SGLang 0.5.22 or "
-            f"later to run inside SGLang; SGLang {host.version} is installed, and {what}."
-        ),
-        fix=(
-            "Install SGLang 0.5.22 or later (pip install 'sglang>=0.5.22') to run it inside "
-            "SGLang's diffusion runtime, or run it with cardcage's diffusion runtime "
-            "(cardcage-diffusion)."
-        ),
-        group=_DIFFUSION_PLATFORMS,
-        plugin=ep.name,
-        distributions=(DistRef(ep.dist_name, dist),),
-    )
-
-
-def _contract_names() -> set[str]:
-    from cardcage.platforms.interface import SRTPlatform
-
-    return {n for k in SRTPlatform.__mro__ for n in vars(k) if not n.startswith("_")}
-
-
-def _ignored(
-    host: HostRelease, row: Release, cls: type, dist: DistRef, plugin: str
-) -> Finding | None:
-    """The selected SRT class's definitions this release never reaches (None when none)."""
-    own = {
-        name
-        for klass in cls.__mro__
-        if not klass.__module__.startswith(_OWN_MODULES) and klass is not object
-        for name in vars(klass)
-    }
-    never = row.never_called(own & _contract_names())
-    declared = getattr(cls, "capabilities", None)  # on the class: what it declares
-    as_dict = getattr(declared, "as_dict", None)
-    values: dict[str, bool] = as_dict() if callable(as_dict) else {}
-    read = row.capability_fields_read()
-    unread = sorted(f for f, v in values.items() if v and f not in read)
-    parts = [f"{n}()" if callable(getattr(cls, n, None)) else n for n in never]
-    parts += [f"capabilities.{f}=True" for f in unread]
-    if not parts:
-        return None
-    qualname = f"{cls.__module__}.{cls.__qualname__}"
-    return Finding(
-        code="sglang-release-ignores-override",
-        severity="info",
-        message=(
-            f"SGLang {host.version} never calls or reads {', '.join(parts)} of {qualname}: "
-            "that release has no such name (see the release table of docs/platforms/"
-            "contract.md), so inside it the platform runs without them."
-        ),
-        fix=(
-            "Nothing, if the platform also supports older SGLang releases on purpose; otherwise "
-            "install the SGLang release that calls them."
-        ),
-        plugin=plugin,
-        distributions=(dist,),
-    )
+    """What each installed host does with cardcage's choice for ``runtime``: ``plugin`` is the
+    selected platform plugin's name, None for a built-in platform."""
+    rows = (m.runtime_hosts(runtime, plugin) for m in _diagnoses("runtime_hosts"))
+    return tuple(row for found in rows for row in found)
 
 
 def release_findings(
     snapshot: EntryPointSnapshot,
     selected: dict[str, tuple[str, DistRef, str | None]],
 ) -> tuple[list[Finding], tuple[HostRelease, ...]]:
-    """The findings about the installed SGLang release, and the release itself.
+    """The findings about every installed host release, and the releases themselves.
 
     ``selected`` maps a runtime name to the platform plugin cardcage's start-up selects there:
     ``(entry-point name, distribution, class qualname or None)``.
     """
-    found = _sglang()
-    if found is None:
-        return [], ()
-    host, row = found
     findings: list[Finding] = []
-    if not host.supported:
-        findings.append(_unsupported(host))
-    if not row.diffusion_plugins:
-        chosen = selected.get("diffusion")
-        for ep in snapshot.group(_DIFFUSION_PLATFORMS):
-            findings.append(_no_diffusion(host, ep, chosen is not None and chosen[0] == ep.name))
-    srt = selected.get("srt")
-    if srt is not None and srt[2] is not None:
-        import pkgutil
-
-        try:
-            cls = pkgutil.resolve_name(srt[2])
-            finding = _ignored(host, row, cls, srt[1], srt[0])
-        except Exception:  # the platform checks report a class that does not load or build
-            finding = None
-        if finding is not None:
-            findings.append(finding)
-    return findings, (host,)
+    releases: list[HostRelease] = []
+    for module in _diagnoses("release_findings"):
+        found, hosts = module.release_findings(snapshot, selected)
+        findings += found
+        releases += hosts
+    return findings, tuple(releases)

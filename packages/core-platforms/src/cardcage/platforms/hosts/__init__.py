@@ -18,6 +18,13 @@ and offers the same small interface from that subpackage's ``__init__``:
   kernel registered with cardcage's ``CustomOp`` to the host's op of the same kind
   (``cardcage.platforms.host.register_host_forward`` asks the announced host's room).
 
+A room may also hold a ``diagnosis`` module: what the ``cardcage`` commands say about that host
+(``diagnosis(host)`` below). Its optional functions are ``release_findings`` and
+``runtime_hosts`` (the installed release, read from metadata:
+``cardcage.platforms.diagnostics.host_releases``), and, for a host that selects a runtime's
+platform by its own rules (its policy's ``host``), the functions the commands call to explain
+that runtime (``cardcage.platforms.diagnostics._common.hosted``).
+
 ``TRIGGERS`` lists, per host, the modules whose presence announces it, so the facade
 (``cardcage.platforms.host``) can tell which host runs without importing any room; a room is
 imported only for a host that has announced itself, and never imports the host on its own.
@@ -27,10 +34,11 @@ Adding a host is adding a subpackage and a line here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 
-__all__ = ["ROOMS", "TRIGGERS", "announced", "room"]
+__all__ = ["ROOMS", "TRIGGERS", "announced", "diagnosis", "room"]
 
 #: host name (``cardcage.hooks.host.Host`` value) -> the subpackage that holds its room.
 ROOMS: dict[str, str] = {
@@ -47,6 +55,17 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
 def room(host: str) -> ModuleType:
     """The room of ``host`` (imported on first use)."""
     return importlib.import_module(ROOMS[host])
+
+
+def diagnosis(host: str) -> ModuleType | None:
+    """The ``diagnosis`` module of ``host``'s room, or None for a room without one.
+
+    Imported for the ``cardcage`` commands only; a diagnosis reads metadata and imports no host.
+    """
+    name = f"{ROOMS[host]}.diagnosis"
+    if importlib.util.find_spec(name) is None:
+        return None
+    return importlib.import_module(name)
 
 
 def announced() -> str | None:

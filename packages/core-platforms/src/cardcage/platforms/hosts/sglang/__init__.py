@@ -7,7 +7,9 @@
 * ``identity``: SGLang's identity predicates answered as the built-in a vendor declares it
   behaves as (``behaves_as``), while the adapter stays out of tree;
 * ``ops``: custom-op forwards registered with cardcage's ``CustomOp.register_oot_forward``,
-  handed to SGLang's diffusion ops of the same kind (``register_oot_forward`` below).
+  handed to SGLang's diffusion ops of the same kind (``register_oot_forward`` below);
+* ``diagnosis``: what ``cardcage doctor`` and ``cardcage platform`` say about the installed
+  SGLang release (``releases``), read from metadata.
 
 Importing this package imports neither SGLang nor a vendor class.
 """

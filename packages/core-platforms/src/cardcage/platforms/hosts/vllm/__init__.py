@@ -2,7 +2,9 @@
 
 * ``adapter``: the vLLM-native subclass of a vendor's cardcage platform class (an instance of
   ``vllm.platforms.interface.Platform`` with vLLM's ``PlatformEnum.OOT``), built when vLLM
-  resolves the dotted name ``activate()`` returned.
+  resolves the dotted name ``activate()`` returned;
+* ``rules``: vLLM's selection and loader rules as a predictor, for where vLLM is not running;
+* ``diagnosis``: what the ``cardcage`` commands say about the vLLM runtime, by vLLM's rules.
 
 vLLM runs one selection (``vllm.platforms``), fed by the ``vllm.platform_plugins`` group; the
 vendor's SRT platform class is what it adapts, since the device layer is what the two contracts

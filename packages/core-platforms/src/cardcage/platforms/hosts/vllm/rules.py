@@ -370,7 +370,7 @@ def _detected_by_vllm() -> bool:
 def vllm_policy(probes: object = None) -> SelectionPolicy:
     """The vLLM runtime's ``SelectionPolicy``: its built-ins and default, for the commands that
     read them (``cardcage platform``'s chain). The policy says ``host = "vllm"``: the commands
-    explain this runtime with ``cardcage.platforms.diagnostics.vllm`` and this module's
+    explain this runtime with ``cardcage.platforms.hosts.vllm.diagnosis`` and this module's
     predictor, never with cardcage's selection engine, whose rules are not vLLM's."""
     del probes
     from cardcage.hooks.profile import VLLM_PROFILE

@@ -1,8 +1,9 @@
 """The ``cardcage`` commands for the vLLM runtime: vLLM's rules, never cardcage's.
 
 vLLM is a host cardcage explains, not a runtime it starts, and its rules differ from cardcage's
-in nearly every step (``cardcage.platforms.hosts.vllm.rules``). The commands reach this module
-through the vLLM policy's ``host`` (``_common.hosted``):
+in nearly every step (``cardcage.platforms.hosts.vllm.rules``). It is the vLLM room's
+diagnosis (``cardcage.platforms.hosts.diagnosis("vllm")``), which the commands reach through the
+vLLM policy's ``host`` (``diagnostics._common.hosted``):
 
 * ``plugin_status``: ``cardcage plugins list`` rows for every group vLLM reads (its platform and
   general plugins, and the io_processor, stat_logger and endpoint groups), from metadata and the
@@ -24,20 +25,24 @@ import traceback
 from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks.host import general_plugin
+from cardcage.platforms.diagnostics._common import (
+    PluginKind,
+    describe_ep,
+    ep_dist,
+    exc_line,
+    normalize,
+)
 from cardcage.platforms.findings import Finding, Severity
 from cardcage.platforms.hosts.vllm import rules
-
-from ._common import PluginKind, describe_ep, ep_dist, exc_line, normalize
 
 if TYPE_CHECKING:
     from cardcage.hooks.profile import RuntimeProfile
     from cardcage.hooks.registry import BaseHookRegistry, HookSource
     from cardcage.hooks.runtimes import Runtime
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
+    from cardcage.platforms.diagnostics.doctor import RuntimeStartup
+    from cardcage.platforms.diagnostics.hooks import RuntimeHooks
     from cardcage.platforms.selection import SelectionPolicy
-
-    from .doctor import RuntimeStartup
-    from .hooks import RuntimeHooks
 
 __all__ = [
     "collect_runtime_hooks",
@@ -289,9 +294,13 @@ def _import_only(ep: PluginEntryPoint) -> _Run:
 def collect_runtime_hooks(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
     """``cardcage hooks`` for vLLM: vLLM's own loader where vLLM is installed, else a rehearsal."""
     from cardcage.hooks.snapshot import entry_point_snapshot
-
-    from ._common import error_info, version_of
-    from .hooks import ChoiceInfo, PluginStatusRow, RuntimeHooks, _hook_rows
+    from cardcage.platforms.diagnostics._common import error_info, version_of
+    from cardcage.platforms.diagnostics.hooks import (
+        ChoiceInfo,
+        PluginStatusRow,
+        RuntimeHooks,
+        hook_rows,
+    )
 
     snapshot = entry_point_snapshot()
     prediction = rules.predict(snapshot, thorough=False)
@@ -361,7 +370,7 @@ def collect_runtime_hooks(runtime: Runtime, versions: dict[str, str]) -> Runtime
             builtin="cpu" if prediction.outcome == "target-cpu" else None,
         ),
         plugins=tuple(rows),
-        hooks=_hook_rows(registry, {}, versions, sources=mine),
+        hooks=hook_rows(registry, {}, versions, sources=mine),
         rebound=None,
         error=error,
         display_name=runtime.display_name,
@@ -689,7 +698,7 @@ def _never_applied(run: _Run) -> list[Finding]:
 
 
 def _startup(prediction: rules.VllmPrediction) -> RuntimeStartup:
-    from .doctor import RuntimeStartup, SelectedPlatform
+    from cardcage.platforms.diagnostics.doctor import RuntimeStartup, SelectedPlatform
 
     raw = os.environ.get(rules.TARGET_DEVICE_ENV)
     platform = None
