@@ -279,6 +279,22 @@ def test_a_declaration_error_names_the_entry_point_and_its_distribution(tmp_path
     assert "Fix: remove vllm=" in str(e.value)
 
 
+def test_hooks_for_a_runtime_nobody_registered_name_the_runtime_and_the_fix(
+    hook_sandbox: type[BaseHookRegistry],
+) -> None:
+    # This venv holds no diffusion runtime: its record in cardcage.runtimes is what the plugin's
+    # hooks would go to, and core-platforms names no runtime's registry module of its own.
+    register = hooks_plugin(
+        None, runtime="diffusion", cardcage=[around(CARDCAGE_TARGET, on_cardcage)]
+    )
+    with pytest.raises(PluginDeclarationError) as e:
+        register()
+
+    assert "the 'diffusion' runtime, which no installed distribution registers" in str(e.value)
+    assert "Fix: install the distribution that provides the 'diffusion' runtime" in str(e.value)
+    assert hook_sandbox.registrations() == {}
+
+
 # -- import cost --------------------------------------------------------------------------------
 
 

@@ -62,8 +62,6 @@ RUNTIMES: dict[str, frozenset[Host]] = {
     "diffusion": frozenset({Host.CARDCAGE, Host.SGLANG}),
 }
 
-_SRT_REGISTRY = "cardcage.hooks.registry"
-_DIFFUSION_REGISTRY = "cardcage.diffusion.runtime.platforms.plugins"
 _ENTRY_POINT_GROUPS = (
     "sglang.srt.plugins",
     "sglang.multimodal_gen.plugins",
@@ -202,6 +200,7 @@ class _HooksPlugin:
         declared: dict[Host, tuple[HookSpec, ...]],
         on_registered: OnRegistered | None,
     ) -> None:
+        self.module = module
         self.label = module.partition(".")[0]
         self.platform = platform
         self.runtime = runtime
@@ -261,11 +260,28 @@ class _HooksPlugin:
         return selected_by_sglang(self.platform, runtime=self.runtime)
 
     def _registry(self) -> type[BaseHookRegistry]:
-        import importlib
+        """The hook registry of this plugin's runtime.
 
-        name = _DIFFUSION_REGISTRY if self.runtime == "diffusion" else _SRT_REGISTRY
-        registry: type[BaseHookRegistry] = importlib.import_module(name).HookRegistry
-        return registry
+        SRT's is core-hooks' own ``HookRegistry``; any other runtime's is the one its record in
+        the ``cardcage.runtimes`` group names, so this module names no runtime's modules.
+        """
+        if self.runtime == "srt":
+            from cardcage.hooks.registry import HookRegistry
+
+            return HookRegistry
+        from cardcage.hooks.runtimes import get_runtime
+
+        runtime = get_runtime(self.runtime)
+        if runtime is None:
+            raise _declaration_error(
+                self.module,
+                f"it declares hooks for the {self.runtime!r} runtime, which no installed "
+                "distribution registers (entry-point group cardcage.runtimes)",
+                f"install the distribution that provides the {self.runtime!r} runtime "
+                "(cardcage-diffusion-runtime for cardcage's diffusion runtime), or declare "
+                "the hooks for a runtime that is installed",
+            )
+        return runtime.load_hook_registry()
 
 
 # -- checking a declaration ---------------------------------------------------------------------

@@ -59,7 +59,6 @@ logger = get_logger(__name__)
 LAYERS = "sglang.multimodal_gen.runtime.layers"
 _CUSTOM_OP = f"{LAYERS}.custom_op"
 _PLATFORMS = "sglang.multimodal_gen.runtime.platforms"
-_OWN_LAYERS = "cardcage.diffusion.runtime.layers."
 
 #: op name -> the module of SGLang's diffusion layers (under ``LAYERS``) that defines it in
 #: SGLang 0.5.23; importing it fills SGLang's ``CustomOp.op_registry`` with the name.
@@ -173,13 +172,17 @@ def host_op(op_cls: type) -> tuple[type | None, list[str]]:
         found = base.op_registry.get(name)
         if isinstance(found, type):
             return found, failures
-    if op_cls.__module__.startswith(_OWN_LAYERS):
-        # cardcage's layer modules carry the names of SGLang's (layernorm, activation, ...).
-        mirror = f"{LAYERS}.{op_cls.__module__.rpartition('.')[2]}"
-        if mirror not in sys.modules and importlib.util.find_spec(mirror) is not None:
-            failure = _import_failure(mirror)
-            if failure is not None and failure not in failures:
-                failures.append(failure)
+    # An op whose module carries the name of one of SGLang's layer modules (layernorm,
+    # activation, ...; a runtime's layers usually mirror them) is looked for in that module.
+    mirror = f"{LAYERS}.{op_cls.__module__.rpartition('.')[2]}"
+    if (
+        mirror != op_cls.__module__
+        and mirror not in sys.modules
+        and importlib.util.find_spec(mirror) is not None
+    ):
+        failure = _import_failure(mirror)
+        if failure is not None and failure not in failures:
+            failures.append(failure)
     for module_name in sorted(sys.modules):
         if module_name != LAYERS and not module_name.startswith(f"{LAYERS}."):
             continue
