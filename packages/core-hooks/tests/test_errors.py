@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 import types
@@ -35,8 +36,11 @@ from cardcage.hooks.errors import (
 )
 from cardcage.hooks.loader import load_plugins_by_group
 from cardcage.hooks.registry import BaseHookRegistry, HookType
+from cardcage.hooks.testing import write_distribution
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from dist_support import DistFactory
 
     from cardcage.hooks.profile import RuntimeProfile
@@ -285,7 +289,7 @@ def test_a_badly_shaped_before_result_says_what_shape_is_expected(
 
 
 def test_a_failed_apply_is_a_warning_a_plain_script_sees_without_logging() -> None:
-    # The ERROR log goes to the package's NullHandler; the warning reaches stderr by default.
+    # The warning reaches stderr by default, whatever the script did with logging.
     script = (
         "from cardcage.hooks.registry import BaseHookRegistry, HookType\n"
         "class Registry(BaseHookRegistry): pass\n"
@@ -321,3 +325,53 @@ def test_the_warning_carries_the_failures_and_strict_mode_raises_instead(
         with pytest.raises(HookApplyError):
             Registry.apply(strict=True)
     Registry.unapply()
+
+
+# -- a broken plugin is never silent --------------------------------------------------------------
+
+
+def _embedding_runtime(site: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """A runtime that configures no logging: it loads the SRT plugins and prints the report."""
+    script = (
+        "from cardcage.hooks import load_plugins\n"
+        "report = load_plugins()\n"
+        "print('executed:', report.names('executed'))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(site), **env},
+    )
+
+
+def test_a_raising_register_reaches_stderr_in_a_runtime_that_configured_no_logging(
+    tmp_path: Path,
+) -> None:
+    write_distribution(
+        tmp_path,
+        "cc-noisy",
+        entry_points={"sglang.srt.plugins": {"noisy": "cc_noisy:register"}},
+        modules={"cc_noisy": "def register():\n    raise RuntimeError('register exploded')\n"},
+    )
+    done = _embedding_runtime(tmp_path)
+
+    assert "executed: []" in done.stdout
+    assert "general plugin: noisy (distribution cc-noisy)" in done.stderr
+    assert "RuntimeError: register exploded" in done.stderr  # with its traceback
+
+
+def test_an_allowlist_name_matching_nothing_reaches_stderr_without_logging_configured(
+    tmp_path: Path,
+) -> None:
+    write_distribution(
+        tmp_path,
+        "cc-quiet",
+        entry_points={"sglang.srt.plugins": {"quiet": "cc_quiet:register"}},
+        modules={"cc_quiet": "def register():\n    pass\n"},
+    )
+    done = _embedding_runtime(tmp_path, SGLANG_PLUGINS="quiet,quite")
+
+    assert "executed: ['quiet']" in done.stdout
+    assert "'quite'" in done.stderr

@@ -33,8 +33,6 @@ ENTRY_POINT_NAME = "demo_cpu"
 #: What ``activate()`` returns: the platform class, in ``module:Class`` form.
 PLATFORM_QUALNAME = "cardcage_demo_cpu.platform:DemoCpuSRTPlatform"
 
-# A library configures no logging; the NullHandler only silences "no handler" fallbacks.
-logging.getLogger(__name__).addHandler(logging.NullHandler())
 logger = logging.getLogger(__name__)
 
 

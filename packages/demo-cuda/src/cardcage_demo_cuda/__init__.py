@@ -34,8 +34,6 @@ ENTRY_POINT_NAME = "demo_cuda"
 #: What ``activate()`` returns: the platform class, in ``module:Class`` form.
 PLATFORM_QUALNAME = "cardcage_demo_cuda.platform:DemoCudaSRTPlatform"
 
-# A library configures no logging; the NullHandler only silences "no handler" fallbacks.
-logging.getLogger(__name__).addHandler(logging.NullHandler())
 logger = logging.getLogger(__name__)
 
 

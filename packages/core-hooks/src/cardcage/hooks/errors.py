@@ -324,9 +324,9 @@ class HookApplyError(HookError, RuntimeError):
 class HookApplyWarning(RuntimeWarning):
     """``apply()`` left hook targets unpatched (not in strict mode): their hooks do not run.
 
-    The failure is also logged at ERROR, but a library's logger has a ``NullHandler``, so a plain
-    script that never configured logging would not see it; a ``RuntimeWarning`` is shown by
-    default, once per call site, and ``-W error::cardcage.hooks.errors.HookApplyWarning`` (or
+    The failure is also logged at ERROR, which a script that configured logging may route away
+    from the console; a ``RuntimeWarning`` is shown by default, once per call site, from the line
+    that called ``apply()``, and ``-W error::cardcage.hooks.errors.HookApplyWarning`` (or
     ``apply(strict=True)``) turns it into an error. ``failures`` maps each target to its exception.
     """
 

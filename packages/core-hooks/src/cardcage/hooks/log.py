@@ -1,11 +1,11 @@
-"""Logger factory that installs the package's ``NullHandler`` exactly once.
+"""``get_logger``: the module loggers of every cardcage distribution, all under ``cardcage``.
 
 Public for every cardcage distribution (core-platforms, shm-broadcast, diffusion-runtime and a
-runtime that embeds cardcage): one ``NullHandler`` on the shared ``cardcage`` logger, written once.
-
-cardcage is a library: it never configures logging, it only makes sure that a process which did
-not configure logging does not print "No handlers could be found" noise. The handler sits on the
-``cardcage`` logger, the parent of every module logger in every cardcage distribution.
+runtime that embeds cardcage). cardcage is a library: it configures no logging and adds no handler
+to any logger, not even a ``NullHandler``. In a process that configured no logging, Python's
+last-resort handler then writes every WARNING and ERROR to stderr, so a plugin that fails to load
+or an allowlist name that matches nothing is never silent; an application that configures logging
+routes them like any other record (the ``cardcage`` logger is the parent of every module logger).
 """
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ import logging
 
 __all__ = ["get_logger"]
 
-_ROOT = "cardcage"
-
-if not any(isinstance(h, logging.NullHandler) for h in logging.getLogger(_ROOT).handlers):
-    logging.getLogger(_ROOT).addHandler(logging.NullHandler())
-
 
 def get_logger(name: str) -> logging.Logger:
-    """Return ``logging.getLogger(name)``; importing this module installed the NullHandler."""
+    """Return ``logging.getLogger(name)``: the same logger, with no handler of cardcage's."""
     return logging.getLogger(name)
