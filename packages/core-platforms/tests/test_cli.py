@@ -945,6 +945,53 @@ def test_doctor_reports_a_raising_activate_with_type_and_message(site: Site) -> 
     assert (other["code"], other["severity"]) == ("platform-activation-failed", "warning")
 
 
+#: A platform whose activate() reads its own variable through an EnvRegistry, as the template's.
+STRICT_ENV_PLATFORM = """
+from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool
+
+ENV_VARS = EnvRegistry("acme-npu-plugin")
+ACME_NPU_PRESENT = ENV_VARS.add(EnvVar("ACME_NPU_PRESENT", False, parse_bool, "bool", "fake it"))
+
+
+def activate():
+    return None if not ACME_NPU_PRESENT.get() else "x.y:Z"
+"""
+
+
+def test_doctor_blames_a_bad_value_on_the_user_and_a_raising_activate_on_the_vendor(
+    site: Site,
+) -> None:
+    site.platform("acme-npu-plugin", "acme_npu", STRICT_ENV_PLATFORM)
+    (finding,) = _json(site, "doctor", env={"ACME_NPU_PRESENT": "yes"})["findings"]
+    assert finding["code"] == "invalid-env-var"
+    assert "ACME_NPU_PRESENT='yes' is not valid" in finding["message"]
+    assert finding["fix"].startswith(
+        "Set ACME_NPU_PRESENT to one of 0, 1, true, false, or unset it"
+    )
+    assert "not a fault of acme-npu-plugin" in finding["fix"]
+    assert ".." not in finding["message"]
+
+    _raising(site)
+    vendor = _json(site, "doctor", env={"SGLANG_PLATFORM": "flaky"})["findings"]
+    assert {f["code"] for f in vendor} == {"platform-activation-failed"}
+    assert {f["fix"] for f in vendor} == {
+        (
+            "Fix or uninstall flaky-vendor: activate() returns None when its hardware is "
+            "absent; it raises only for a user's misconfiguration (a bad environment value), "
+            "with an error that names the variable and the fix."
+        )
+    }
+
+
+def test_startup_names_the_variable_when_activate_refuses_a_bad_value(site: Site) -> None:
+    site.platform("acme-npu-plugin", "acme_npu", STRICT_ENV_PLATFORM)
+    result = site.run("platform", "--json", env={"ACME_NPU_PRESENT": "yes"})
+    assert result.returncode == 1, result
+    message = result.json()["error"]["message"]
+    assert "Set ACME_NPU_PRESENT to one of 0, 1, true, false, or unset it." in message
+    assert "Fix or uninstall" not in message
+
+
 def test_doctor_reports_broken_imports_with_exception_type_and_message(site: Site) -> None:
     _broken_import(site)
     (finding,) = _json(site, "doctor")["findings"]
@@ -1583,3 +1630,14 @@ def test_the_selected_platforms_failing_early_patch_fails_hooks_and_doctor(site:
     doctor = _json(site, "doctor", env={**env, "SGLANG_PLATFORM": "other"})
     (finding,) = [f for f in doctor["findings"] if f["code"] == "early-patch-failed"]
     assert finding["severity"] == "warning"
+
+
+def test_wrapped_output_never_splits_a_hyphenated_name_a_user_copies(site: Site) -> None:
+    for dist in ("acme-npu-plugin", "acme-npu-runtime-extensions-for-long-names"):
+        site.platform(dist, dist.replace("-", "_"), RAISING_PLATFORM)
+    result = site.run("doctor", "--strict")
+
+    assert result.returncode == 1, result
+    assert "acme-npu-runtime-extensions-for-long-names" in result.stdout
+    split = [line for line in result.stdout.splitlines() if line.rstrip().endswith("-")]
+    assert split == [], result.stdout

@@ -73,8 +73,21 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], indent: str
     return "\n".join(lines)
 
 
+def _fill(text: str, *, initial: str = "", subsequent: str = "  ") -> str:
+    """Wrap at spaces only: a name a user copies (a distribution, an entry point, a path) is
+    never split at its hyphens nor cut when it is longer than a line."""
+    return textwrap.fill(
+        text,
+        _WIDTH,
+        initial_indent=initial,
+        subsequent_indent=subsequent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
 def _wrap(text: str, indent: str = "  ") -> str:
-    return textwrap.fill(text, _WIDTH, initial_indent=indent, subsequent_indent=indent)
+    return _fill(text, initial=indent, subsequent=indent)
 
 
 def _dist(name: str | None, version: str | None) -> str:
@@ -84,7 +97,7 @@ def _dist(name: str | None, version: str | None) -> str:
 
 
 def _error_block(error: ErrorInfo) -> str:
-    lines = [textwrap.fill(f"{error.type}: {error.message}", _WIDTH, subsequent_indent="  ")]
+    lines = [_fill(f"{error.type}: {error.message}")]
     if error.plugin or error.distribution:
         who = f"plugin {error.plugin!r}" if error.plugin else "plugin unknown"
         if error.distribution:
@@ -418,13 +431,7 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
         f"{len(report.groups)} group(s) (runtimes: {', '.join(report.profiles)})",
     ]
     for startup in report.startup:
-        lines.append(
-            textwrap.fill(
-                f"{startup.runtime.upper()} startup: {startup.detail}.",
-                _WIDTH,
-                subsequent_indent="  ",
-            )
-        )
+        lines.append(_fill(f"{startup.runtime.upper()} startup: {startup.detail}."))
     for host in report.hosts:
         first, last = host.supported_range
         support = "supported" if host.supported else f"NOT supported: read as {host.release}"

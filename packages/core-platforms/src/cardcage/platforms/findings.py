@@ -18,7 +18,22 @@ from cardcage.hooks.records import FrozenRecord
 if TYPE_CHECKING:
     from cardcage.hooks.snapshot import PluginEntryPoint
 
-__all__ = ["DistRef", "Finding", "Severity", "describe_ep", "ep_dist"]
+__all__ = [
+    "ACTIVATE_RULE",
+    "DistRef",
+    "Finding",
+    "Severity",
+    "describe_ep",
+    "ep_dist",
+    "misconfiguration",
+]
+
+#: The one rule for ``activate()``, said the same way by doctor, startup errors and the docs: it
+#: tells a vendor's bug (an exception for absent hardware) from a user's mistake (a bad value).
+ACTIVATE_RULE = (
+    "activate() returns None when its hardware is absent; it raises only for a user's "
+    "misconfiguration (a bad environment value), with an error that names the variable and the fix"
+)
 
 #: What a problem does to startup: an error breaks or silently changes it, a warning matters once
 #: the plugin is selected or allowed, info never affects it.
@@ -43,6 +58,20 @@ class DistRef(FrozenRecord):
 def ep_dist(ep: PluginEntryPoint) -> DistRef:
     """The distribution that provides ``ep``, as findings name it."""
     return DistRef(ep.dist_name, ep.dist.version if ep.dist is not None else None)
+
+
+def misconfiguration(exc: BaseException) -> tuple[str, str] | None:
+    """``(problem, fix)`` when ``activate()`` refused a value the user set, else None.
+
+    A plugin that reads its variables through an ``EnvRegistry`` raises ``InvalidEnvVarError``
+    for a bad value: the user's mistake, which no command may blame on the plugin.
+    """
+    from cardcage.hooks.errors import InvalidEnvVarError
+
+    if not isinstance(exc, InvalidEnvVarError):
+        return None
+    problem = f"{exc.variable}={exc.value!r} is not valid: expected {exc.expected}"
+    return problem, f"Set {exc.variable} to {exc.expected}, or unset it"
 
 
 def describe_ep(ep: PluginEntryPoint) -> str:

@@ -415,7 +415,7 @@ def _activation_failed(
     if sglang_module is not None:
         return _activation_needs_sglang(policy, ep, considered, step, exc, sglang_module)
     from .errors import PlatformActivationError
-    from .findings import Finding, ep_dist
+    from .findings import Finding, ep_dist, misconfiguration
 
     profile = policy.profile
     severity, when = _severity(considered)
@@ -425,20 +425,26 @@ def _activation_failed(
         if step == "import"
         else f"failed to activate: {_exc_line(exc)}"
     )
+    misconfigured = misconfiguration(exc) if step == "activate" else None
+    remedy = (
+        misconfigured[1]
+        if misconfigured is not None
+        else f"Fix or uninstall {dist}, or select another platform with {profile.selector_env}"
+    )
     error = PlatformActivationError(
-        f"Platform plugin {who(ep)} {happened}. Startup stops here rather than fall back to a "
-        "built-in platform, which would run the work on the wrong hardware. Fix or uninstall "
-        f"{dist}, or select another platform with {profile.selector_env}.",
+        f"Platform plugin {who(ep)} {happened.rstrip('.')}. Startup stops here rather than fall "
+        f"back to a built-in platform, which would run the work on the wrong hardware. {remedy}.",
         group=profile.platform_group,
         plugin=ep.name,
         distribution=ep.dist_name,
     )
     error.__cause__ = exc
-    code, message, fix = (
-        _import_failed_text(ep, exc, when, dist)
-        if step == "import"
-        else _activate_raised_text(ep, exc, when, dist)
-    )
+    if step == "import":
+        code, message, fix = _import_failed_text(ep, exc, when, dist)
+    elif misconfigured is not None:
+        code, message, fix = _misconfigured_text(ep, misconfigured, when, dist)
+    else:
+        code, message, fix = _activate_raised_text(ep, exc, when, dist)
     return Finding(
         code=code,
         severity=severity,
@@ -470,14 +476,27 @@ def _import_failed_text(
 def _activate_raised_text(
     ep: PluginEntryPoint, exc: BaseException, when: str, dist: str
 ) -> tuple[str, str, str]:
-    from .findings import describe_ep
+    from .findings import ACTIVATE_RULE, describe_ep
 
     return (
         "platform-activation-failed",
-        f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc)}. Platform "
-        f"selection aborts {when}.",
-        f"Fix or uninstall {dist}; activate() must return None when its hardware is absent, "
-        "never raise.",
+        f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc).rstrip('.')}. "
+        f"Platform selection aborts {when}.",
+        f"Fix or uninstall {dist}: {ACTIVATE_RULE}.",
+    )
+
+
+def _misconfigured_text(
+    ep: PluginEntryPoint, setting: tuple[str, str], when: str, dist: str
+) -> tuple[str, str, str]:
+    from .findings import describe_ep
+
+    problem, fix = setting
+    return (
+        "invalid-env-var",
+        f"Platform plugin {describe_ep(ep)}: activate() refused this environment: {problem}. "
+        f"Platform selection aborts {when}.",
+        f"{fix}: it is a setting of this environment, not a fault of {dist}.",
     )
 
 

@@ -32,7 +32,7 @@ from cardcage.platforms.diagnostics._common import (
     exc_line,
     normalize,
 )
-from cardcage.platforms.findings import Finding, Severity
+from cardcage.platforms.findings import ACTIVATE_RULE, Finding, Severity, misconfiguration
 from cardcage.platforms.hosts.vllm import rules
 
 if TYPE_CHECKING:
@@ -531,17 +531,30 @@ def _platform(prediction: rules.VllmPrediction) -> list[Finding]:
                     a.error,
                 )
             )
+        elif a.error is not None and (setting := misconfiguration(a.error)) is not None:
+            findings.append(
+                _finding(
+                    "invalid-env-var",
+                    severity,
+                    f"activate() of platform plugin {describe_ep(ep)} refused this environment: "
+                    f"{setting[0]}. vLLM logs a WARNING and counts it as not activated{when}: "
+                    "start-up silently falls back to another platform, where cardcage would stop.",
+                    f"{setting[1]}: it is a setting of this environment, not a fault of "
+                    f"{ep.dist_name}.",
+                    ep,
+                    a.error,
+                )
+            )
         elif a.error is not None:
             findings.append(
                 _finding(
                     "platform-activation-failed",
                     severity,
                     f"activate() of platform plugin {describe_ep(ep)} raised "
-                    f"{exc_line(a.error)}. vLLM logs a WARNING and counts it as not activated"
-                    f"{when}: start-up silently falls back to another platform, where cardcage "
-                    "would stop.",
-                    f"Fix what activate() reports (in {ep.dist_name}); it must return None, "
-                    "not raise, where its hardware is absent.",
+                    f"{exc_line(a.error).rstrip('.')}. vLLM logs a WARNING and counts it as not "
+                    f"activated{when}: start-up silently falls back to another platform, where "
+                    "cardcage would stop.",
+                    f"Fix or uninstall {ep.dist_name}: {ACTIVATE_RULE}.",
                     ep,
                     a.error,
                 )
