@@ -1641,3 +1641,52 @@ def test_wrapped_output_never_splits_a_hyphenated_name_a_user_copies(site: Site)
     assert "acme-npu-runtime-extensions-for-long-names" in result.stdout
     split = [line for line in result.stdout.splitlines() if line.rstrip().endswith("-")]
     assert split == [], result.stdout
+
+
+def test_plugins_list_does_not_claim_a_platform_it_never_activated_is_usable(site: Site) -> None:
+    site.platform("other-vendor", "sleepy", DECLINING_PLATFORM)
+    document = _json(site, "plugins", "list", env={"SGLANG_PLATFORM": "sleepy"})
+    (row,) = [r for r in document["plugins"] if r["name"] == "sleepy"]
+    assert row["status"] == "selected"  # the selector names it: metadata is all plugins list reads
+    assert (
+        "whether its activate() finds the hardware is checked by cardcage platform" in row["detail"]
+    )
+
+
+TORCH_IMPORTING_PLUGIN = """
+def register():
+    import torch  # noqa: F401  (a vendor plugin's register() commonly does)
+"""
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch")
+def test_hooks_and_doctor_do_not_relay_torch_s_numpy_warning(site: Site) -> None:
+    # The torch session installs torch without NumPy, where importing torch warns.
+    site.plugin("torchy-vendor", "torchy", TORCH_IMPORTING_PLUGIN)
+    for args in (("hooks",), ("doctor", "--hooks")):
+        result = site.run(*args)
+        assert "Failed to initialize NumPy" not in result.stderr + result.stdout, args
+
+
+def test_hooks_after_a_failed_load_does_not_claim_no_plugin_ran(site: Site) -> None:
+    _hook_fixtures(site)
+    # The selected platform's own general plugin cannot be imported: load_plugins() must stop.
+    site.add(
+        "zeta-vendor",
+        entry_points={
+            PLATFORMS: {"zeta": "ccfix_zeta_platform:activate"},
+            PLUGINS: {"zeta_ops": "ccfix_zeta_ops:register"},
+        },
+        modules={
+            "ccfix_zeta_platform": OOT_PLATFORM.format(
+                module="ccfix_zeta_platform", cls="FixturePlatform", device="zeta"
+            ),
+            "ccfix_zeta_ops": BROKEN_PLUGIN,
+        },
+    )
+    result = site.run("hooks", env={"SGLANG_PLATFORM": "zeta"})
+
+    assert "load_plugins() failed" in result.stdout, result
+    assert "General plugins:\n  none" not in result.stdout
+    assert "not reported: load_plugins() stopped with the error above" in result.stdout

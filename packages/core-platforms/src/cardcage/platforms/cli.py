@@ -335,6 +335,13 @@ def _render_runtime_hooks(report: RuntimeHooks) -> str:
                 ],
             )
         )
+    elif report.error is not None:
+        lines.append(
+            _wrap(
+                "not reported: load_plugins() stopped with the error above, so start-up would "
+                "stop here too; the hooks below are what the plugins run before it registered."
+            )
+        )
     else:
         lines.append("  none")
     lines += ["", "Hooks (per target in chain order; position 1 is innermost):"]
@@ -368,6 +375,8 @@ def _render_runtime_hooks(report: RuntimeHooks) -> str:
         summary += f", {counts['registered']} registered but not applied"
     if report.rebound is not None:
         summary += f"; {report.rebound} stale alias(es) rebound"
+    if report.error is not None:
+        summary += " (left by the failed load_plugins(); start-up would not reach its workload)"
     lines += ["", f"Hooks: {summary}."]
     return "\n".join(lines)
 
@@ -707,6 +716,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(args.verbose)
+    _quiet_torch_without_numpy()
     out = sys.stdout
     try:
         with contextlib.redirect_stdout(sys.stderr):
@@ -719,6 +729,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_went_away(out)
     return outcome.code
+
+
+def _quiet_torch_without_numpy() -> None:
+    """Hide torch's "Failed to initialize NumPy" warning, which importing a plugin that imports
+    torch prints where NumPy is not installed: the commands never hand torch a NumPy array, so
+    the warning says nothing about the plugins they diagnose. Set by the command, an
+    application, never by the library modules."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 
 #: What a Unix tool exits with when its reader closes the pipe (128 + SIGPIPE).

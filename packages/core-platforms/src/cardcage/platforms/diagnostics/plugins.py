@@ -99,7 +99,11 @@ def _platform_status(
     env = profile.selector_env
     if selector:
         if ep.name == selector:
-            return "selected", f"{env}={selector!r}: only this platform entry point is loaded"
+            return "selected", (
+                f"{env}={selector!r} names it: only this platform entry point is loaded; whether "
+                "its activate() finds the hardware is checked by cardcage platform (plugins list "
+                "never calls it)"
+            )
         return "not-selected", f"{env}={selector!r} selects another platform; never loaded"
     allowed = allowlist_value(profile) if allowlist_filters else None
     if allowed is not None and ep.name not in allowed:
