@@ -16,6 +16,7 @@ import pytest
 
 import cardcage.hooks
 from cardcage.hooks import snapshot
+from cardcage.hooks.errors import MalformedEntryPointError
 from cardcage.hooks.loader import LoadedPlugin, load_plugins, load_plugins_by_group
 from cardcage.hooks.snapshot import (
     EntryPointSnapshot,
@@ -218,6 +219,31 @@ def test_an_entry_point_value_without_attribute_loads_the_module(
     [entry] = entry_point_snapshot().group(plugin_profile.plugin_group)
 
     assert entry.load() is importlib.import_module(module)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["{m}:register extra", "{m}:", "{m}:register[extra", "{m} register", "{m}:re-gister"],
+    ids=["trailing-word", "empty-attr", "unclosed-extras", "space-not-colon", "hyphen"],
+)
+def test_a_malformed_entry_point_value_blames_the_metadata_not_the_plugin_code(
+    dists: DistFactory, plugin_profile: RuntimeProfile, value: str
+) -> None:
+    module = dists.module_name("targets")
+    dists.add(
+        "dist-a",
+        entry_points={plugin_profile.plugin_group: {"ep": value.format(m=module)}},
+        modules={module: _TARGETS},
+    )
+    [entry] = entry_point_snapshot().group(plugin_profile.plugin_group)
+
+    with pytest.raises(MalformedEntryPointError) as e:
+        entry.load()
+
+    assert (e.value.plugin, e.value.distribution) == ("ep", "dist-a")
+    assert f"malformed value {entry.value!r}" in str(e.value)
+    assert "[project.entry-points] table of dist-a's pyproject.toml" in str(e.value)
+    assert module not in sys.modules  # nothing of the plugin was imported
 
 
 def test_comment_lines_in_entry_points_txt_are_ignored(

@@ -27,6 +27,7 @@ __all__ = [
     "HookTargetError",
     "InvalidEnvVarError",
     "InvalidTargetError",
+    "MalformedEntryPointError",
     "PhaseFailedError",
     "PluginError",
     "PluginLoadError",
@@ -117,6 +118,24 @@ class DuplicatePluginError(PluginError, RuntimeError):
             group=group,
             plugin=plugin,
             distribution=self.distributions[0] if self.distributions else None,
+        )
+
+
+class MalformedEntryPointError(PluginError, ValueError):
+    """An entry point's value in a distribution's metadata is not ``module:attr`` (with dotted
+    names and optional ``[extras]``): nothing can be imported from it."""
+
+    def __init__(self, group: str, plugin: str, value: str, distribution: str | None) -> None:
+        self.value = value
+        where = f"distribution {distribution}" if distribution else "its distribution"
+        super().__init__(
+            f"Entry point {plugin!r} of group {group!r} in {where} has a malformed value "
+            f"{value!r} in its metadata: expected 'module:attr' (dotted Python names, optionally "
+            f"followed by [extras]). Fix the entry point in the [project.entry-points] table of "
+            f"{distribution or 'the distribution'}'s pyproject.toml and reinstall it.",
+            group=group,
+            plugin=plugin,
+            distribution=distribution,
         )
 
 

@@ -137,11 +137,24 @@ class PluginEntryPoint:
         return self.value.partition(":")[0].strip()
 
     def load(self) -> object:
-        """Import the module and return the object the value names (``module:attr.attr``)."""
-        spec = self.value.split("[", 1)[0].strip()
-        module_name, _, attrs = spec.partition(":")
-        obj: object = importlib.import_module(module_name.strip())
-        for attr in filter(None, attrs.strip().split(".")):
+        """Import the module and return the object the value names (``module:attr.attr``).
+
+        A value that is not of that form raises ``MalformedEntryPointError`` naming the
+        distribution whose metadata holds it, rather than an import or attribute error that
+        would blame the plugin's code.
+        """
+        spec, bracket, extras = self.value.partition("[")
+        module_name, colon, attrs = spec.strip().partition(":")
+        modules = module_name.strip().split(".")
+        names = attrs.strip().split(".") if colon else []
+        if not all(part.isidentifier() for part in modules + names) or (
+            bracket and not extras.rstrip().endswith("]")
+        ):
+            from .errors import MalformedEntryPointError
+
+            raise MalformedEntryPointError(self.group, self.name, self.value, self.dist_name)
+        obj: object = importlib.import_module(".".join(modules))
+        for attr in names:
             obj = getattr(obj, attr)
         return obj
 
