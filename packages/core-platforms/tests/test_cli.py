@@ -1246,7 +1246,7 @@ def test_doctor_keeps_an_unselected_platform_written_for_sglang_out_of_strict(
     result = site.run("doctor", "--strict", "--json")
 
     assert result.returncode == 0, result
-    (finding,) = result.json()["findings"]
+    (finding,) = [f for f in result.json()["findings"] if f["code"] != "platform-not-checked"]
     assert (finding["plugin"], finding["code"], finding["severity"]) == (
         "native_hooks",
         "plugin-targets-sglang",
@@ -1690,3 +1690,23 @@ def test_hooks_after_a_failed_load_does_not_claim_no_plugin_ran(site: Site) -> N
     assert "load_plugins() failed" in result.stdout, result
     assert "General plugins:\n  none" not in result.stdout
     assert "not reported: load_plugins() stopped with the error above" in result.stdout
+
+
+def test_plain_doctor_says_what_it_could_not_check_without_the_device(site: Site) -> None:
+    # The device is absent: activate() declines, so neither the misspelled class it would name
+    # nor its distribution's hooks can be checked, and doctor must not say "no problems" alone.
+    site.platform("acme-npu-plugin", "acme_npu", DECLINING_PLATFORM)
+    result = site.run("doctor", "--strict")
+    assert result.returncode == 0, result  # nothing it checked is wrong
+    assert "INFO: platform-not-checked [sglang.srt.platforms]" in result.stdout
+    assert "1 platform plugin(s) were not checked" in " ".join(result.stdout.split())
+    (finding,) = _json(site, "doctor")["findings"]
+    assert "SGLANG_PLATFORM=acme_npu cardcage doctor --strict --hooks" in finding["fix"]
+    assert (finding["code"], finding["plugin"], finding["severity"]) == (
+        "platform-not-checked",
+        "acme_npu",
+        "info",
+    )
+    # Selected, it is checked: the selector makes its absence an error instead.
+    selected = _json(site, "doctor", env={"SGLANG_PLATFORM": "acme_npu"})["findings"]
+    assert [f["code"] for f in selected] == ["selected-platform-unavailable"]

@@ -462,7 +462,13 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
             f"{errors} error(s), {warnings} warning(s). cardcage doctor --strict exits 1 on these."
         )
     else:
-        lines.append("No problems found.")
+        unchecked = sum(f.code == "platform-not-checked" for f in report.findings)
+        lines.append(
+            "No problems found."
+            if not unchecked
+            else f"No problems found in what could be checked here; {unchecked} platform "
+            "plugin(s) were not checked (platform-not-checked above says how to check them)."
+        )
     return "\n".join(lines)
 
 

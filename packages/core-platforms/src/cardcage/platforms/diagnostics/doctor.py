@@ -30,6 +30,7 @@ from cardcage.hooks.spelling import closest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from types import ModuleType
 
     from cardcage.hooks.errors import RuntimeRegistrationError
     from cardcage.hooks.loader import PlatformChoice
@@ -677,81 +678,95 @@ def _check_early_patches(snapshot: EntryPointSnapshot, selected: set[str]) -> li
     from cardcage.hooks.errors import InvalidEnvVarError
     from cardcage.platforms.selection_checks import check_duplicates
 
-    group = early.EARLY_PATCHES_GROUP
-    eps = snapshot.group(group)
-    findings = list(check_duplicates(group, eps))
+    eps = snapshot.group(early.EARLY_PATCHES_GROUP)
+    findings = list(check_duplicates(early.EARLY_PATCHES_GROUP, eps))
     try:
         requested = CARDCAGE_EARLY_PATCHES.get()
     except InvalidEnvVarError:
         return findings
     known = sorted({ep.name for ep in eps})
-    variable = CARDCAGE_EARLY_PATCHES.name
-    for name in requested:
-        if name in known:
-            continue
-        close = closest(name, known)
-        hint = f" Did you mean {close!r}?" if close else ""
-        findings.append(
-            Finding(
-                code="early-patch-unmatched",
-                severity="warning",
-                message=f"{variable} names {name!r}, which matches no entry point in {group}."
-                + hint,
-                fix=(
-                    f"Fix the spelling in {variable}, remove {name!r} from it, or install the "
-                    f"distribution that provides it (installed: "
-                    f"{', '.join(repr(n) for n in known) or 'none'})."
-                ),
-                group=group,
-                plugin=name,
-            )
-        )
+    findings += [_early_unmatched(name, known) for name in requested if name not in known]
     if requested and not early.report(snapshot).booted:
-        findings.append(
-            Finding(
-                code="early-patch-not-run",
-                severity="warning",
-                message=(
-                    f"{variable} names {', '.join(map(repr, requested))}, but no early patch ran "
-                    "at this interpreter's start: the .pth file of cardcage-core-hooks was not "
-                    "processed (python -S, or cardcage-core-hooks is installed outside "
-                    "site-packages: pip --target and PYTHONPATH skip .pth files)."
-                ),
-                fix="Install cardcage-core-hooks into the environment's site-packages.",
-                group=group,
-            )
-        )
+        findings.append(_early_not_run(requested))
     versions = {normalize(ep.dist_name): ep.dist.version for ep in eps if ep.dist and ep.dist_name}
-    for failure in early.failures():
-        key = normalize(failure.dist_name) if failure.dist_name else None
-        fatal = key is not None and key in selected
-        consequence = (
-            "It ships with a selected platform, so load_plugins() raises EarlyPatchError and "
-            "startup fails."
-            if fatal
-            else "Startup goes on without it (logged and isolated)."
-        )
-        findings.append(
-            Finding(
-                code="early-patch-failed",
-                severity="error" if fatal else "warning",
-                message=(
-                    f"Early patch {failure.plugin!r} ({failure.dist_name}) failed "
-                    f"{failure.line()}. {consequence}"
-                ),
-                fix=(
-                    f"Fix or reinstall {failure.dist_name}, remove {failure.plugin!r} from "
-                    f"{variable}" + (", or select another platform." if fatal else ".")
-                ),
-                group=group,
-                plugin=failure.plugin,
-                distributions=(DistRef(failure.dist_name, versions.get(key or "")),)
-                if failure.dist_name
-                else (),
-                traceback=_tb(failure.error),
-            )
-        )
+    findings += [_early_failed(f, selected, versions) for f in early.failures()]
     return findings
+
+
+def _early_unmatched(name: str, known: list[str]) -> Finding:
+    """``CARDCAGE_EARLY_PATCHES`` names ``name``, which no early-patch entry point has."""
+    from cardcage.hooks.early import EARLY_PATCHES_GROUP
+    from cardcage.hooks.envs import CARDCAGE_EARLY_PATCHES
+
+    variable = CARDCAGE_EARLY_PATCHES.name
+    close = closest(name, known)
+    hint = f" Did you mean {close!r}?" if close else ""
+    return Finding(
+        code="early-patch-unmatched",
+        severity="warning",
+        message=f"{variable} names {name!r}, which matches no entry point in "
+        f"{EARLY_PATCHES_GROUP}.{hint}",
+        fix=(
+            f"Fix the spelling in {variable}, remove {name!r} from it, or install the "
+            f"distribution that provides it (installed: "
+            f"{', '.join(repr(n) for n in known) or 'none'})."
+        ),
+        group=EARLY_PATCHES_GROUP,
+        plugin=name,
+    )
+
+
+def _early_not_run(requested: Sequence[str]) -> Finding:
+    """Early patches are requested, but the ``.pth`` line did not run at interpreter start."""
+    from cardcage.hooks.early import EARLY_PATCHES_GROUP
+    from cardcage.hooks.envs import CARDCAGE_EARLY_PATCHES
+
+    return Finding(
+        code="early-patch-not-run",
+        severity="warning",
+        message=(
+            f"{CARDCAGE_EARLY_PATCHES.name} names {', '.join(map(repr, requested))}, but no early "
+            "patch ran at this interpreter's start: the .pth file of cardcage-core-hooks was not "
+            "processed (python -S, or cardcage-core-hooks is installed outside site-packages: "
+            "pip --target and PYTHONPATH skip .pth files)."
+        ),
+        fix="Install cardcage-core-hooks into the environment's site-packages.",
+        group=EARLY_PATCHES_GROUP,
+    )
+
+
+def _early_failed(failure: Any, selected: set[str], versions: dict[str, str]) -> Finding:
+    """One recorded early-patch failure: an error when its distribution supplies a selected
+    platform (startup raises ``EarlyPatchError``), a warning otherwise."""
+    from cardcage.hooks.early import EARLY_PATCHES_GROUP
+    from cardcage.hooks.envs import CARDCAGE_EARLY_PATCHES
+
+    key = normalize(failure.dist_name) if failure.dist_name else None
+    fatal = key is not None and key in selected
+    consequence = (
+        "It ships with a selected platform, so load_plugins() raises EarlyPatchError and "
+        "startup fails."
+        if fatal
+        else "Startup goes on without it (logged and isolated)."
+    )
+    return Finding(
+        code="early-patch-failed",
+        severity="error" if fatal else "warning",
+        message=(
+            f"Early patch {failure.plugin!r} ({failure.dist_name}) failed {failure.line()}. "
+            f"{consequence}"
+        ),
+        fix=(
+            f"Fix or reinstall {failure.dist_name}, remove {failure.plugin!r} from "
+            f"{CARDCAGE_EARLY_PATCHES.name}" + (", or select another platform." if fatal else ".")
+        ),
+        group=EARLY_PATCHES_GROUP,
+        plugin=failure.plugin,
+        distributions=(DistRef(failure.dist_name, versions.get(key or "")),)
+        if failure.dist_name
+        else (),
+        traceback=_tb(failure.error),
+    )
 
 
 def _runtime_broken(dist: str, profile: RuntimeProfile, exc: BaseException) -> Finding:
@@ -802,6 +817,143 @@ def _registry(runtime: Runtime) -> type[BaseHookRegistry] | None:
         return None
 
 
+def _load_policies(
+    chosen: Sequence[Runtime], findings: list[Finding]
+) -> tuple[list[SelectionPolicy], dict[str, RuntimeStartup]]:
+    """Each runtime's selection policy; a runtime whose policy does not import is a finding and
+    a startup row saying it cannot start."""
+    policies: list[SelectionPolicy] = []
+    broken: dict[str, RuntimeStartup] = {}
+    for runtime in chosen:
+        try:
+            policies.append(runtime.load_policy())
+        except Exception as exc:
+            findings.append(_runtime_broken(runtime.distribution, runtime.profile, exc))
+            broken[runtime.name] = _broken_startup(runtime.profile)
+    return policies, broken
+
+
+def _check_names(
+    groups: Sequence[str],
+    policies: Sequence[SelectionPolicy],
+    hosted_groups: set[str],
+    snapshot: EntryPointSnapshot,
+) -> list[Finding]:
+    """Duplicate entry-point names in the groups no selection check or host already covers."""
+    from cardcage.platforms.selection_checks import check_duplicates
+
+    selecting = {policy.profile.platform_group for policy in policies}  # the engine checks them
+    return [
+        finding
+        for group in groups
+        if group not in selecting and group not in hosted_groups
+        for finding in check_duplicates(group, snapshot.group(group))
+    ]
+
+
+def _check_allowlists(
+    profiles: Sequence[RuntimeProfile], hosted_runtimes: set[str], snapshot: EntryPointSnapshot
+) -> list[Finding]:
+    """Each allowlist variable once (the first runtime reading it), hosts' runtimes aside."""
+    first_per_allowlist = {
+        p.allowlist_env: p for p in reversed(profiles) if p.name not in hosted_runtimes
+    }
+    return [f for p in first_per_allowlist.values() for f in _check_allowlist(p, snapshot)]
+
+
+@dataclass
+class _RuntimeChecks:
+    """What the platform checks of every runtime found, and what each runtime's startup means
+    for its general plugins (keyed by plugin group)."""
+
+    findings: list[Finding]
+    startups: dict[str, _Startup]
+    checks: dict[str, _PlatformCheck]
+    hosted: dict[str, RuntimeStartup]
+
+    def selected_dists(self) -> set[str]:
+        return {s.selected_dist for s in self.startups.values() if s.selected_dist is not None}
+
+    def summaries(self) -> dict[str, RuntimeStartup]:
+        return {
+            s.profile.name: _startup_summary(s, self.checks[s.profile.name])
+            for s in self.startups.values()
+        }
+
+
+def _check_runtimes(
+    policies: Sequence[SelectionPolicy],
+    hosts: dict[str, tuple[ModuleType, SelectionPolicy]],
+    by_name: dict[str, Runtime],
+    snapshot: EntryPointSnapshot,
+    check_hooks: bool,
+) -> _RuntimeChecks:
+    """Each runtime's platform checks: the selection engine's, or its host's own rules."""
+    checked = _RuntimeChecks([], {}, {}, {})
+    for policy in policies:
+        profile = policy.profile
+        if profile.name in hosts:
+            found, checked.hosted[profile.name] = hosts[profile.name][0].doctor(
+                policy, snapshot, check_hooks=check_hooks
+            )
+            checked.findings += found
+            continue
+        check = _check_platforms(policy, snapshot)
+        checked.findings += check.findings
+        checked.findings += _not_checked(policy, check)
+        checked.checks[profile.name] = check
+        checked.startups[profile.plugin_group] = _Startup(
+            profile, check.choice, _registry(by_name[profile.name]), snapshot
+        )
+    return checked
+
+
+def _not_checked(policy: SelectionPolicy, check: _PlatformCheck) -> list[Finding]:
+    """Platform plugins whose ``activate()`` returned None here, in automatic selection.
+
+    Their class is never loaded and their distribution's general plugins are excluded, so
+    neither the class ``activate()`` would name nor the hooks of those plugins were checked: on
+    a machine without the device, "no problems" would say more than doctor knows.
+    """
+    profile = policy.profile
+    if check.outcome.selector:
+        return []
+    return [
+        Finding(
+            code="platform-not-checked",
+            severity="info",
+            message=(
+                f"Platform plugin {describe_ep(a.ep)}: activate() returned None here (its "
+                "hardware is absent), so doctor checked neither the platform class it names nor "
+                f"the hooks of {a.ep.dist_name or 'its distribution'}'s general plugins, which "
+                "startup excludes on this machine."
+            ),
+            fix=(
+                f"Check them where the device is present, or with it faked present as the "
+                f"plugin documents (a plugin made by cardcage new: <PREFIX>_PRESENT=1): "
+                f"{profile.selector_env}={a.ep.name} cardcage doctor --strict --hooks."
+            ),
+            group=profile.platform_group,
+            plugin=a.ep.name,
+            distributions=(ep_dist(a.ep),),
+        )
+        for a in check.outcome.activations
+        if a.considered and a.declined
+    ]
+
+
+def _selected_platforms(
+    summaries: dict[str, RuntimeStartup],
+) -> dict[str, tuple[str, DistRef, str | None]]:
+    """Runtime name -> the platform plugin its startup selects, as the host rooms read it."""
+    return {
+        name: (s.platform.plugin, DistRef(s.platform.distribution, s.platform.version),
+               s.platform.qualname)
+        for name, s in summaries.items()
+        if s.platform is not None
+    }  # fmt: skip
+
+
 def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = False) -> DoctorReport:
     """Every check, in the order a reader would want them: names, variables, platforms, imports.
 
@@ -819,83 +971,42 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
     (``hook-cannot-apply``); it imports the targets' modules, so it is not the default.
     """
     from cardcage.hooks.runtimes import broken_runtimes
-    from cardcage.platforms.selection_checks import check_duplicates
 
     snapshot = current_snapshot()
     chosen = choose_runtimes(runtimes)
-    by_name = {r.name: r for r in chosen}
     profiles = tuple(r.profile for r in chosen)
     groups = (
         watched_groups(snapshot, profiles)
         if runtimes is None
         else [g for p in profiles for g in (p.platform_group, p.plugin_group)]
     )
-    roles = group_roles(profiles)
     findings: list[Finding] = []
     if runtimes is None:
         findings.extend(_registration_broken(exc) for exc in broken_runtimes(snapshot))
-    policies: list[SelectionPolicy] = []
-    broken: dict[str, RuntimeStartup] = {}
-    for runtime in chosen:
-        try:
-            policies.append(runtime.load_policy())
-        except Exception as exc:
-            findings.append(_runtime_broken(runtime.distribution, runtime.profile, exc))
-            broken[runtime.name] = _broken_startup(runtime.profile)
+    policies, broken = _load_policies(chosen, findings)
     # A host's runtime (vLLM) is checked by that host's rules, all its groups included.
     hosts = {policy.profile.name: (h, policy) for policy in policies if (h := hosted(policy))}
     own = {g for h, p in hosts.values() for g in (*_groups(p.profile), *h.extra_groups())}
     groups.extend(g for h, _ in hosts.values() for g in h.extra_groups() if g not in groups)
-    selecting = {policy.profile.platform_group for policy in policies}  # the engine checks them
-    for group in groups:
-        if group not in selecting and group not in own:
-            findings.extend(check_duplicates(group, snapshot.group(group)))
-    findings.extend(_check_env_vars())
-    first_per_allowlist = {
-        p.allowlist_env: p for p in reversed(profiles) if p.name not in hosts
-    }  # one report each
-    for profile in first_per_allowlist.values():
-        findings.extend(_check_allowlist(profile, snapshot))
-    startups: dict[str, _Startup] = {}
-    checks: dict[str, _PlatformCheck] = {}
-    hosted_startups: dict[str, RuntimeStartup] = {}
-    for policy in policies:
-        profile = policy.profile
-        if profile.name in hosts:
-            found, hosted_startups[profile.name] = hosts[profile.name][0].doctor(
-                policy, snapshot, check_hooks=check_hooks
-            )
-            findings.extend(found)
-            continue
-        check = _check_platforms(policy, snapshot)
-        findings.extend(check.findings)
-        checks[profile.name] = check
-        startups[profile.plugin_group] = _Startup(
-            profile, check.choice, _registry(by_name[profile.name]), snapshot
-        )
+    findings += _check_names(groups, policies, own, snapshot)
+    findings += _check_env_vars()
+    findings += _check_allowlists(profiles, set(hosts), snapshot)
+    checked = _check_runtimes(policies, hosts, {r.name: r for r in chosen}, snapshot, check_hooks)
+    findings += checked.findings
+    roles = group_roles(profiles)
     for group in groups:
         role = roles.get(group)
         kind = role[1] if role is not None else kind_of_unknown_group(group)
         if kind == "general" and group not in own:
-            findings.extend(
-                _check_general(group, snapshot.group(group), startups.get(group), check_hooks)
+            findings += _check_general(
+                group, snapshot.group(group), checked.startups.get(group), check_hooks
             )
     if runtimes is None:
-        selected_dists = {s.selected_dist for s in startups.values() if s.selected_dist is not None}
-        findings.extend(_check_early_patches(snapshot, selected_dists))
-    summaries = {
-        s.profile.name: _startup_summary(s, checks[s.profile.name]) for s in startups.values()
-    }
-    summaries.update(broken)
-    selected_platforms = {
-        name: (s.platform.plugin, DistRef(s.platform.distribution, s.platform.version),
-               s.platform.qualname)
-        for name, s in summaries.items()
-        if s.platform is not None
-    }  # fmt: skip
-    host_findings, releases = release_findings(snapshot, selected_platforms)
-    findings.extend(host_findings)
-    summaries.update(hosted_startups)
+        findings += _check_early_patches(snapshot, checked.selected_dists())
+    summaries = {**checked.summaries(), **broken}
+    host_findings, releases = release_findings(snapshot, _selected_platforms(summaries))
+    findings += host_findings
+    summaries.update(checked.hosted)
     return DoctorReport(
         profiles=tuple(p.name for p in profiles),
         groups=tuple(groups),
