@@ -1710,3 +1710,26 @@ def test_plain_doctor_says_what_it_could_not_check_without_the_device(site: Site
     # Selected, it is checked: the selector makes its absence an error instead.
     selected = _json(site, "doctor", env={"SGLANG_PLATFORM": "acme_npu"})["findings"]
     assert [f["code"] for f in selected] == ["selected-platform-unavailable"]
+
+
+def test_env_and_doctor_cover_a_plugin_s_own_variables_named_in_its_metadata(site: Site) -> None:
+    site.add(
+        "acme-npu-plugin",
+        entry_points={
+            PLATFORMS: {"acme_npu": "ccfix_acme_env:activate"},
+            "cardcage.env_registries": {"acme-npu-plugin": "ccfix_acme_env:ENV_VARS"},
+        },
+        modules={"ccfix_acme_env": STRICT_ENV_PLATFORM},
+    )
+    env = {"ACME_NPU_PRESENT": "yes"}
+    listed = _json(site, "env", env=env)
+    (row,) = [v for v in listed["variables"] if v["name"] == "ACME_NPU_PRESENT"]
+    assert (row["distribution"], row["raw"], row["description"]) == (
+        "acme-npu-plugin",
+        "yes",
+        "fake it",
+    )
+    assert "ACME_NPU_PRESENT='yes' is not valid" in row["error"]
+    # One finding for the bad value, not one from the registry and one from activate().
+    findings = _json(site, "doctor", env=env)["findings"]
+    assert [f["code"] for f in findings] == ["invalid-env-var"]

@@ -942,6 +942,17 @@ def _not_checked(policy: SelectionPolicy, check: _PlatformCheck) -> list[Finding
     ]
 
 
+def _reported_as_variable(finding: Finding, earlier: Sequence[Finding]) -> bool:
+    """Whether ``finding`` is an ``activate()`` refusing a variable that a registry declares and
+    an earlier ``invalid-env-var`` finding already reports (the plugin names its registry in
+    ``cardcage.env_registries``): one finding per bad value."""
+    cause = finding.error.__cause__ if finding.error is not None else None
+    variable = getattr(cause, "variable", None)
+    if finding.code != "invalid-env-var" or variable is None:
+        return False
+    return any(f.code == finding.code and f.message.startswith(f"{variable}=") for f in earlier)
+
+
 def _selected_platforms(
     summaries: dict[str, RuntimeStartup],
 ) -> dict[str, tuple[str, DistRef, str | None]]:
@@ -992,7 +1003,7 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
     findings += _check_env_vars()
     findings += _check_allowlists(profiles, set(hosts), snapshot)
     checked = _check_runtimes(policies, hosts, {r.name: r for r in chosen}, snapshot, check_hooks)
-    findings += checked.findings
+    findings += [f for f in checked.findings if not _reported_as_variable(f, findings)]
     roles = group_roles(profiles)
     for group in groups:
         role = roles.get(group)

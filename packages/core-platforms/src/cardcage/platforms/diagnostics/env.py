@@ -101,20 +101,31 @@ class EnvReport:
         return {"schema": "cardcage.env/1", **to_json(self)}
 
 
+#: The entry-point group where a plugin distribution names its own registry of variables
+#: (``acme-npu-plugin = "acme_npu_plugin.envs:ENV_VARS"``), so ``cardcage env`` lists them and
+#: doctor checks their values. The module must import without its hardware, like ``activate()``'s.
+PLUGIN_ENV_GROUP = "cardcage.env_registries"
+
+
 def env_modules(runtimes: Sequence[str] | None = None) -> list[str]:
-    """The modules holding ``ENV_VARS`` registries: core-hooks', then each runtime's own."""
+    """The modules holding ``ENV_VARS`` registries: core-hooks', each runtime's own, then each
+    plugin distribution's (``PLUGIN_ENV_GROUP``)."""
     modules = [CORE_ENV_MODULE]
     for runtime in choose_runtimes(runtimes):
         modules.extend(m for m in runtime.env_registries if m not in modules)
+    for ep in current_snapshot().group(PLUGIN_ENV_GROUP):
+        if ep.module not in modules:
+            modules.append(ep.module)
     return modules
 
 
 def env_registries(runtimes: Sequence[str] | None = None) -> list[tuple[str, EnvRegistry]]:
-    """``(module, ENV_VARS)`` of core-hooks and of every (chosen) registered runtime.
+    """``(module, ENV_VARS)`` of core-hooks, of every (chosen) registered runtime and of every
+    plugin distribution that names its registry in ``PLUGIN_ENV_GROUP``.
 
     Each runtime's record names its registries (``Runtime.env_registries``); a module that is
     absent is skipped, one that fails to import is logged (``cardcage doctor`` reports the
-    runtime).
+    runtime, or the plugin's broken import).
     """
     import importlib
 
