@@ -7,6 +7,7 @@ the real renderer and the real ``cardcage`` command in a subprocess.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -258,6 +259,114 @@ def test_the_hooks_module_is_declared_with_the_public_plugin_api() -> None:
     assert "from cardcage.platforms.plugin import around, hooks_plugin" in hooks
     assert "vllm=[" in hooks
     assert "vllm=[" not in render_plugin(_plan())["src/acme_npu_plugin/hooks.py"]
+
+
+#: The one rule, worded as the vendor tutorial and ``cardcage doctor`` word it (issue 35).
+ACTIVATE_RULE = (
+    "activate() returns None when its hardware is absent; it raises only for a user's "
+    "misconfiguration (a bad environment value), with an error that names the variable and the "
+    "fix."
+)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    "path", ["src/acme_npu_plugin/__init__.py", "src/acme_npu_plugin/diffusion/__init__.py"]
+)
+def test_each_generated_activate_states_the_one_rule(path: str) -> None:
+    assert ACTIVATE_RULE in _one_line(render_plugin(_plan(targets=ALL))[path])
+
+
+def test_no_generated_file_installs_a_logging_handler() -> None:
+    """DESIGN 2.6: a NullHandler would silence Python's last-resort handler."""
+    for path, text in render_plugin(_plan(targets=ALL)).items():
+        assert "addHandler(" not in text, path
+        assert "basicConfig(" not in text, path
+
+
+def _written(tmp_path: Path, **options: object) -> Path:
+    """The plugin written under ``tmp_path``; its ``src`` folder, for ``PYTHONPATH``."""
+    root = tmp_path / "acme-npu-plugin"
+    write_plugin(plan_plugin(root, **options), root)  # type: ignore[arg-type]
+    return root / "src"
+
+
+def _python(src: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "ACME_NPU_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_generated_plugins_warnings_reach_stderr_without_logging_configured(
+    tmp_path: Path,
+) -> None:
+    """An application that configured no logging still shows the plugin's warnings (issue 35)."""
+    done = _python(
+        _written(tmp_path),
+        "import acme_npu_plugin; acme_npu_plugin.logger.warning('acme warns the user')",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "acme warns the user" in done.stderr
+
+
+def test_every_unfinished_device_operation_raises_not_implemented_naming_itself(
+    tmp_path: Path,
+) -> None:
+    """The tutorial's promise: until the vendor implements a device operation, calling it raises
+    ``NotImplementedError`` naming the method and the file, never an error from deep inside
+    torch (``Expected one of cpu, cuda, ... device type``) or a missing torch (issue 35)."""
+    code = """
+import inspect, json
+from acme_npu_plugin.device import AcmeNpuDeviceMixin
+
+outcomes = {}
+mixin = AcmeNpuDeviceMixin()
+for name, member in vars(AcmeNpuDeviceMixin).items():
+    if name.startswith("_") or not inspect.isfunction(member):
+        continue
+    required = [
+        p for p in list(inspect.signature(member).parameters.values())[1:]
+        if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
+    try:
+        outcomes[name] = ["returned", repr(getattr(mixin, name)(*[0] * len(required)))]
+    except Exception as exc:
+        outcomes[name] = [type(exc).__name__, str(exc)]
+print(json.dumps(outcomes))
+"""
+    done = _python(_written(tmp_path), code)
+    assert done.returncode == 0, done.stderr
+    outcomes = json.loads(done.stdout)
+    assert "get_device" in outcomes
+    for name, (kind, text) in outcomes.items():
+        if kind == "returned":
+            continue
+        assert kind == "NotImplementedError", (name, kind, text)
+        assert f"AcmeNpuDeviceMixin.{name}() is not implemented yet" in text
+        assert "src/acme_npu_plugin/device.py" in text
+
+
+def test_the_diffusion_platform_names_its_unfinished_torch_device() -> None:
+    """Without the diffusion runtime here, the rendered method is checked as text; the scaffold
+    session runs it for real in a worker (tests_integration/scaffold)."""
+    text = render_plugin(_plan(targets=ALL))["src/acme_npu_plugin/diffusion/platform.py"]
+    method = text[text.index("def get_local_torch_device") :]
+    assert "torch.device(" not in method.split("raise NotImplementedError", 1)[0].split('"""')[-1]
+    assert "AcmeNpuPlatform.get_local_torch_device() is not implemented yet" in _one_line(method)
+
+
+def test_the_generated_tests_show_a_failing_childs_own_output() -> None:
+    """A generated test that runs a fresh interpreter must not hide its stderr behind
+    ``CalledProcessError``: a vendor needs the child's traceback (issue 35)."""
+    for path, text in render_plugin(_plan(targets=ALL)).items():
+        if path.startswith("tests/") and "subprocess.run(" in text:
+            assert "check=True" not in text, path
+            assert "done.stderr" in text, path
 
 
 # -- writing -----------------------------------------------------------------------------------
