@@ -86,6 +86,8 @@ def test_names_given_as_options_win_over_the_derived_ones() -> None:
         ({"package": "AcmeNpu"}, "import package", "acmenpu"),
         ({"entry_point": "Acme-NPU"}, "entry-point name", "acme_npu"),
         ({"entry_point": "cuda"}, "entry-point name", "acme_npu_cuda"),
+        ({"entry_point": "9acme"}, "entry-point name", "acme"),
+        ({"package": "9acme"}, "import package", "acme"),
         ({"device": "npu"}, "device name", "acme_npu_npu"),
         ({"class_prefix": "acme"}, "class prefix", "Acme"),
     ],
@@ -103,6 +105,29 @@ def test_a_bad_name_is_refused_with_a_valid_spelling_to_paste(
         assert f"{error.flag} {suggestion}" in str(error)
     assert isinstance(error, ValueError)
     assert isinstance(error, PluginError)
+
+
+def test_a_distribution_name_starting_with_a_digit_is_not_renamed_into_a_package() -> None:
+    """``9acme-npu`` is a valid distribution name but no import package can start with a digit.
+    ``cardcage new`` once renamed it ``n9acme_npu`` silently (issue 35); it now refuses, says
+    the package was derived from the distribution, and suggests a spelling for ``--package``."""
+    with pytest.raises(InvalidPluginNameError) as caught:
+        _plan("9acme-npu")
+    error = caught.value
+    assert (error.field, error.value, error.suggestion) == (
+        "import package",
+        "9acme_npu",
+        "acme_npu",
+    )
+    assert "not starting with a digit" in str(error)
+    assert "derived from the distribution name '9acme-npu'" in str(error)
+    assert "Fix: pass --package acme_npu." in str(error)
+    spec = _plan("9acme-npu", package="acme_npu")
+    assert (spec.distribution, spec.package, spec.entry_point) == (
+        "9acme-npu",
+        "acme_npu",
+        "acme_npu",
+    )
 
 
 def test_the_error_names_the_distribution_it_was_planning() -> None:
@@ -450,6 +475,16 @@ def test_a_bad_name_exits_2_with_the_fix_and_writes_nothing(tmp_path: Path) -> N
     assert "cardcage new: error:" in done.stderr
     assert "--entry-point acme_npu_cuda" in done.stderr
     assert not (tmp_path / "acme-npu-plugin").exists()
+
+
+def test_a_leading_digit_exits_2_with_the_package_to_pass_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    done = _cardcage("new", "9acme-npu", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Fix: pass --package acme_npu." in done.stderr
+    assert "n9acme" not in done.stdout + done.stderr
+    assert not (tmp_path / "9acme-npu").exists()
 
 
 def test_a_non_empty_destination_exits_2(tmp_path: Path) -> None:

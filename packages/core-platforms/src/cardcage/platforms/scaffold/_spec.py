@@ -187,7 +187,9 @@ def plan_plugin(
     """The plugin ``cardcage new`` would write to ``destination``; raises
     ``InvalidPluginNameError`` for the first name or value that cannot be used."""
     dist = _names.check_distribution(distribution or destination.resolve().name)
-    pkg = _names.check_package(package or _names.package_from(dist), distribution=dist)
+    pkg = _names.check_package(
+        package or _names.package_from(dist), distribution=dist, derived=package is None
+    )
     name = _names.check_entry_point(entry_point or _names.entry_point_from(pkg), distribution=dist)
     dev = _names.check_device_name(device or name, distribution=dist)
     dev_type = _names.check_device_name(device_type or dev, distribution=dist, flag="--device-type")
