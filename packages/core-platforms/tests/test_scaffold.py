@@ -28,6 +28,7 @@ from cardcage.platforms.scaffold import (
     render_plugin,
     write_plugin,
 )
+from cardcage.platforms.scaffold._command import TORCH_CPU_INSTALL
 from cardcage.platforms.scaffold._names import RESERVED_ENTRY_POINT_NAMES
 from cardcage.platforms.srt import srt_policy
 
@@ -447,14 +448,82 @@ def _cardcage(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _next_steps(stdout: str) -> list[str]:
+    """The commands ``cardcage new`` printed after its "Next" line."""
+    after = stdout.split("\nNext, ", 1)[1].splitlines()[1:]
+    return [line[2:] for line in after if line.startswith("  ")]
+
+
 def test_cardcage_new_writes_the_plugin_and_prints_the_next_commands(tmp_path: Path) -> None:
     done = _cardcage("new", "acme-npu-plugin", "--targets", "diffusion,vllm", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Created acme-npu-plugin in" in done.stdout
     assert "src/acme_npu_plugin/diffusion/platform.py" in done.stdout
-    assert "pip install --find-links" in done.stdout
-    assert "cardcage doctor --strict --hooks" in done.stdout
+    assert "pip install -e '.[test,diffusion]'" in _next_steps(done.stdout)
+    assert "cardcage doctor --strict --hooks" in _next_steps(done.stdout)
     assert (tmp_path / "acme-npu-plugin" / "src" / "acme_npu_plugin" / "vllm_section.py").is_file()
+
+
+def test_the_next_steps_cd_to_the_resolved_destination(tmp_path: Path) -> None:
+    """``cardcage new ../acme-npu-plugin`` printed ``cd .../cardcage/../acme-npu-plugin``."""
+    (tmp_path / "checkout").mkdir()
+    done = _cardcage("new", "../acme-npu-plugin", cwd=tmp_path / "checkout")
+    assert done.returncode == 0, done.stderr
+    resolved = (tmp_path / "acme-npu-plugin").resolve()
+    assert f"Created acme-npu-plugin in {resolved}\n" in done.stdout
+    assert _next_steps(done.stdout)[0] == f"cd {resolved}"
+    assert ".." not in done.stdout
+
+
+def test_the_next_steps_use_this_environment_and_no_placeholder_where_it_has_cardcage(
+    tmp_path: Path,
+) -> None:
+    """The environment that ran ``cardcage new`` has the core: the plugin installs there as the
+    tutorial installs it, with no new venv and no folder of wheels to invent."""
+    done = _cardcage("new", "acme-npu-plugin", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _next_steps(done.stdout)[1:] == [
+        "pip install -e '.[test]'",
+        "pytest",
+        "ACME_NPU_PRESENT=1 SGLANG_PLATFORM=acme_npu cardcage platform",
+        "cardcage doctor --strict --hooks",
+    ]
+    assert "venv" not in done.stdout
+    assert "/path/to" not in done.stdout
+    assert "WHEELS" not in done.stdout
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def test_a_diffusion_plugin_gets_torch_pinned_first_and_the_runtime_named_where_missing(
+    tmp_path: Path,
+) -> None:
+    """Without torch here, the steps install the pinned CPU torch first (before anything could
+    pull PyPI's CUDA build); without the diffusion runtime here, they name it and the one folder
+    the user must supply. (tests-core-platforms has neither; its torch variant has torch.)"""
+    done = _cardcage("new", "acme-npu-plugin", "--targets", "diffusion", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    expected = [] if _installed("torch") else [TORCH_CPU_INSTALL]
+    if not _installed("cardcage-diffusion-runtime"):
+        expected.append("pip install --find-links WHEELS cardcage-diffusion-runtime")
+        assert "WHEELS below: the folder of cardcage's wheels you installed cardcage from" in (
+            done.stdout.replace("\n", " ")
+        )
+    expected.append("pip install -e '.[test,diffusion]'")
+    assert _next_steps(done.stdout)[1 : len(expected) + 1] == expected
+
+
+def test_the_printed_torch_line_is_the_tutorials() -> None:
+    page = (Path(__file__).parents[3] / "docs" / "platforms" / "vendor-plugin.md").read_text(
+        encoding="utf-8"
+    )
+    assert f"$ {TORCH_CPU_INSTALL}\n" in page
 
 
 def test_cardcage_new_lists_every_file_it_wrote(tmp_path: Path) -> None:
