@@ -199,6 +199,30 @@ def test_the_srt_plugin_builds_a_wheel_with_the_vendors_metadata(
     assert "acme_npu_plugin/py.typed" in names
 
 
+def test_a_failing_loader_test_shows_the_childs_own_error(srt_plugin: Plugin) -> None:
+    """Issue 35: the generated loader test ran its child with ``check=True``, so a failure
+    showed only ``CalledProcessError ... exit status 1``. With a register() that raises, the
+    test's output now holds the child's error, which names the cause."""
+    hooks = srt_plugin.root / "src" / "acme_npu_plugin" / "hooks.py"
+    original = hooks.read_text(encoding="utf-8")
+    hooks.write_text(
+        original + "\n\ndef register() -> None:  # noqa: F811\n"
+        "    raise RuntimeError('acme hooks broken on purpose')\n",
+        encoding="utf-8",
+    )
+    try:
+        done = srt_plugin.run(
+            "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_hooks.py",
+            "-k", "test_the_loader_runs_the_plugin_when_the_platform_is_selected",
+        )  # fmt: skip
+    finally:
+        hooks.write_text(original, encoding="utf-8")
+        shutil.rmtree(hooks.parent / "__pycache__", ignore_errors=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "acme hooks broken on purpose" in done.stdout
+    assert "PluginLoadError" in done.stdout
+
+
 # -- SRT, diffusion and vLLM -------------------------------------------------------------------
 
 
@@ -229,3 +253,22 @@ def test_replacing_the_probe_with_a_real_one_keeps_every_test_passing(full_plugi
     finally:
         probe.write_text(original, encoding="utf-8")
         shutil.rmtree(probe.parent / "__pycache__", ignore_errors=True)
+
+
+def test_a_first_generate_stops_on_the_unfinished_method_not_on_torch(
+    full_plugin: Plugin, tmp_path: Path
+) -> None:
+    """Issue 35: a vendor's first ``generate`` with the generated platform selected stopped on
+    torch's "Expected one of cpu, cuda, ... device type at start of device string: acme_npu".
+    The tutorial promises that an unfinished part raises NotImplementedError naming itself."""
+    done = full_plugin.run(
+        "cardcage-diffusion", "generate", "--model-path", "cardcage/tiny-dit",
+        "--prompt", "a yellow circle", "--output", str(tmp_path / "out.png"),
+        ACME_NPU_PRESENT="1", SGLANG_DIFFUSION_PLATFORM_OVERRIDE="acme_npu",
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "AcmeNpuPlatform.get_local_torch_device() is not implemented yet" in output, output
+    assert "src/acme_npu_plugin/diffusion/platform.py" in output
+    assert "Expected one of" not in output
+    assert not (tmp_path / "out.png").exists()

@@ -81,6 +81,30 @@ def test_the_page_has_the_commands_a_new_vendor_runs() -> None:
     assert "pytest" in texts
 
 
+#: The template whose ``activate()`` docstring states the rule the page states.
+ACTIVATE_TEMPLATE = (
+    REPO
+    / "packages/core-platforms/src/cardcage/platforms/scaffold/templates/package/__init__.py.tmpl"
+)
+#: One rule that tells a user's mistake from a vendor's, worded alike in the tutorial, the
+#: template and ``cardcage doctor`` (issue 35).
+ACTIVATE_RULE = (
+    "activate() returns None when its hardware is absent; it raises only for a user's "
+    "misconfiguration (a bad environment value), with an error that names the variable and the "
+    "fix."
+)
+
+
+def _plain(text: str) -> str:
+    """Markdown or a docstring as one line of words: no backticks, no line breaks."""
+    return " ".join(text.replace("`", "").split())
+
+
+def test_the_page_and_the_template_state_the_one_activate_rule() -> None:
+    assert ACTIVATE_RULE in _plain(PAGE.read_text(encoding="utf-8"))
+    assert ACTIVATE_RULE in _plain(ACTIVATE_TEMPLATE.read_text(encoding="utf-8"))
+
+
 def test_every_torch_install_line_on_the_page_takes_the_cpu_build() -> None:
     """Pasted on an ordinary Linux machine, a plain ``pip install torch`` pulls PyPI's CUDA
     build (several GB): where the page installs torch, the CPU index is on the line itself."""
@@ -200,3 +224,19 @@ def test_the_file_tree_on_the_page_is_what_cardcage_new_wrote(tutorial_run: Tuto
     for folder, block in trees:
         root = (tutorial_run.workdir / folder).resolve()
         assert _tree_paths(block) == _folder_paths(root), f"{folder}: the page's tree differs"
+
+
+def test_cardcage_new_prints_the_commands_the_page_runs_next(tutorial_run: TutorialRun) -> None:
+    """Issue 35: the printed next steps once made a new venv, installed an unpinned torch and
+    pointed at ``/path/to/cardcage/dist``. Now each printed step is the page's next command,
+    in order; the ``cd`` names the same folder, resolved."""
+    assert tutorial_run.done.returncode == 0, "the tutorial failed: see the test above"
+    commands = tutorial_run.commands
+    (new,) = [i for i, c in enumerate(commands) if c.text.startswith("cardcage new ")]
+    printed = tutorial_run.outputs[new].split("\nNext, ", 1)[1].splitlines()[1:]
+    steps = [line[2:] for line in printed if line.startswith("  ")]
+    cd, *rest = steps
+    page_cd, *page_rest = [c.text for c in commands[new + 1 : new + 1 + len(steps)]]
+    folder = page_cd.removeprefix("cd ")
+    assert cd == f"cd {(tutorial_run.workdir / folder).resolve()}"
+    assert rest == page_rest

@@ -7,6 +7,7 @@ the real renderer and the real ``cardcage`` command in a subprocess.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from cardcage.platforms.scaffold import (
     render_plugin,
     write_plugin,
 )
+from cardcage.platforms.scaffold._command import TORCH_CPU_INSTALL
 from cardcage.platforms.scaffold._names import RESERVED_ENTRY_POINT_NAMES
 from cardcage.platforms.srt import srt_policy
 
@@ -85,6 +87,8 @@ def test_names_given_as_options_win_over_the_derived_ones() -> None:
         ({"package": "AcmeNpu"}, "import package", "acmenpu"),
         ({"entry_point": "Acme-NPU"}, "entry-point name", "acme_npu"),
         ({"entry_point": "cuda"}, "entry-point name", "acme_npu_cuda"),
+        ({"entry_point": "9acme"}, "entry-point name", "acme"),
+        ({"package": "9acme"}, "import package", "acme"),
         ({"device": "npu"}, "device name", "acme_npu_npu"),
         ({"class_prefix": "acme"}, "class prefix", "Acme"),
     ],
@@ -102,6 +106,29 @@ def test_a_bad_name_is_refused_with_a_valid_spelling_to_paste(
         assert f"{error.flag} {suggestion}" in str(error)
     assert isinstance(error, ValueError)
     assert isinstance(error, PluginError)
+
+
+def test_a_distribution_name_starting_with_a_digit_is_not_renamed_into_a_package() -> None:
+    """``9acme-npu`` is a valid distribution name but no import package can start with a digit.
+    ``cardcage new`` once renamed it ``n9acme_npu`` silently (issue 35); it now refuses, says
+    the package was derived from the distribution, and suggests a spelling for ``--package``."""
+    with pytest.raises(InvalidPluginNameError) as caught:
+        _plan("9acme-npu")
+    error = caught.value
+    assert (error.field, error.value, error.suggestion) == (
+        "import package",
+        "9acme_npu",
+        "acme_npu",
+    )
+    assert "not starting with a digit" in str(error)
+    assert "derived from the distribution name '9acme-npu'" in str(error)
+    assert "Fix: pass --package acme_npu." in str(error)
+    spec = _plan("9acme-npu", package="acme_npu")
+    assert (spec.distribution, spec.package, spec.entry_point) == (
+        "9acme-npu",
+        "acme_npu",
+        "acme_npu",
+    )
 
 
 def test_the_error_names_the_distribution_it_was_planning() -> None:
@@ -260,6 +287,114 @@ def test_the_hooks_module_is_declared_with_the_public_plugin_api() -> None:
     assert "vllm=[" not in render_plugin(_plan())["src/acme_npu_plugin/hooks.py"]
 
 
+#: The one rule, worded as the vendor tutorial and ``cardcage doctor`` word it (issue 35).
+ACTIVATE_RULE = (
+    "activate() returns None when its hardware is absent; it raises only for a user's "
+    "misconfiguration (a bad environment value), with an error that names the variable and the "
+    "fix."
+)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    "path", ["src/acme_npu_plugin/__init__.py", "src/acme_npu_plugin/diffusion/__init__.py"]
+)
+def test_each_generated_activate_states_the_one_rule(path: str) -> None:
+    assert ACTIVATE_RULE in _one_line(render_plugin(_plan(targets=ALL))[path])
+
+
+def test_no_generated_file_installs_a_logging_handler() -> None:
+    """DESIGN 2.6: a NullHandler would silence Python's last-resort handler."""
+    for path, text in render_plugin(_plan(targets=ALL)).items():
+        assert "addHandler(" not in text, path
+        assert "basicConfig(" not in text, path
+
+
+def _written(tmp_path: Path, **options: object) -> Path:
+    """The plugin written under ``tmp_path``; its ``src`` folder, for ``PYTHONPATH``."""
+    root = tmp_path / "acme-npu-plugin"
+    write_plugin(plan_plugin(root, **options), root)  # type: ignore[arg-type]
+    return root / "src"
+
+
+def _python(src: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "ACME_NPU_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_generated_plugins_warnings_reach_stderr_without_logging_configured(
+    tmp_path: Path,
+) -> None:
+    """An application that configured no logging still shows the plugin's warnings (issue 35)."""
+    done = _python(
+        _written(tmp_path),
+        "import acme_npu_plugin; acme_npu_plugin.logger.warning('acme warns the user')",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "acme warns the user" in done.stderr
+
+
+def test_every_unfinished_device_operation_raises_not_implemented_naming_itself(
+    tmp_path: Path,
+) -> None:
+    """The tutorial's promise: until the vendor implements a device operation, calling it raises
+    ``NotImplementedError`` naming the method and the file, never an error from deep inside
+    torch (``Expected one of cpu, cuda, ... device type``) or a missing torch (issue 35)."""
+    code = """
+import inspect, json
+from acme_npu_plugin.device import AcmeNpuDeviceMixin
+
+outcomes = {}
+mixin = AcmeNpuDeviceMixin()
+for name, member in vars(AcmeNpuDeviceMixin).items():
+    if name.startswith("_") or not inspect.isfunction(member):
+        continue
+    required = [
+        p for p in list(inspect.signature(member).parameters.values())[1:]
+        if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
+    try:
+        outcomes[name] = ["returned", repr(getattr(mixin, name)(*[0] * len(required)))]
+    except Exception as exc:
+        outcomes[name] = [type(exc).__name__, str(exc)]
+print(json.dumps(outcomes))
+"""
+    done = _python(_written(tmp_path), code)
+    assert done.returncode == 0, done.stderr
+    outcomes = json.loads(done.stdout)
+    assert "get_device" in outcomes
+    for name, (kind, text) in outcomes.items():
+        if kind == "returned":
+            continue
+        assert kind == "NotImplementedError", (name, kind, text)
+        assert f"AcmeNpuDeviceMixin.{name}() is not implemented yet" in text
+        assert "src/acme_npu_plugin/device.py" in text
+
+
+def test_the_diffusion_platform_names_its_unfinished_torch_device() -> None:
+    """Without the diffusion runtime here, the rendered method is checked as text; the scaffold
+    session runs it for real in a worker (tests_integration/scaffold)."""
+    text = render_plugin(_plan(targets=ALL))["src/acme_npu_plugin/diffusion/platform.py"]
+    method = text[text.index("def get_local_torch_device") :]
+    assert "torch.device(" not in method.split("raise NotImplementedError", 1)[0].split('"""')[-1]
+    assert "AcmeNpuPlatform.get_local_torch_device() is not implemented yet" in _one_line(method)
+
+
+def test_the_generated_tests_show_a_failing_childs_own_output() -> None:
+    """A generated test that runs a fresh interpreter must not hide its stderr behind
+    ``CalledProcessError``: a vendor needs the child's traceback (issue 35)."""
+    for path, text in render_plugin(_plan(targets=ALL)).items():
+        if path.startswith("tests/") and "subprocess.run(" in text:
+            assert "check=True" not in text, path
+            assert "done.stderr" in text, path
+
+
 # -- writing -----------------------------------------------------------------------------------
 
 
@@ -313,14 +448,82 @@ def _cardcage(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _next_steps(stdout: str) -> list[str]:
+    """The commands ``cardcage new`` printed after its "Next" line."""
+    after = stdout.split("\nNext, ", 1)[1].splitlines()[1:]
+    return [line[2:] for line in after if line.startswith("  ")]
+
+
 def test_cardcage_new_writes_the_plugin_and_prints_the_next_commands(tmp_path: Path) -> None:
     done = _cardcage("new", "acme-npu-plugin", "--targets", "diffusion,vllm", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Created acme-npu-plugin in" in done.stdout
     assert "src/acme_npu_plugin/diffusion/platform.py" in done.stdout
-    assert "pip install --find-links" in done.stdout
-    assert "cardcage doctor --strict --hooks" in done.stdout
+    assert "pip install -e '.[test,diffusion]'" in _next_steps(done.stdout)
+    assert "cardcage doctor --strict --hooks" in _next_steps(done.stdout)
     assert (tmp_path / "acme-npu-plugin" / "src" / "acme_npu_plugin" / "vllm_section.py").is_file()
+
+
+def test_the_next_steps_cd_to_the_resolved_destination(tmp_path: Path) -> None:
+    """``cardcage new ../acme-npu-plugin`` printed ``cd .../cardcage/../acme-npu-plugin``."""
+    (tmp_path / "checkout").mkdir()
+    done = _cardcage("new", "../acme-npu-plugin", cwd=tmp_path / "checkout")
+    assert done.returncode == 0, done.stderr
+    resolved = (tmp_path / "acme-npu-plugin").resolve()
+    assert f"Created acme-npu-plugin in {resolved}\n" in done.stdout
+    assert _next_steps(done.stdout)[0] == f"cd {resolved}"
+    assert ".." not in done.stdout
+
+
+def test_the_next_steps_use_this_environment_and_no_placeholder_where_it_has_cardcage(
+    tmp_path: Path,
+) -> None:
+    """The environment that ran ``cardcage new`` has the core: the plugin installs there as the
+    tutorial installs it, with no new venv and no folder of wheels to invent."""
+    done = _cardcage("new", "acme-npu-plugin", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _next_steps(done.stdout)[1:] == [
+        "pip install -e '.[test]'",
+        "pytest",
+        "ACME_NPU_PRESENT=1 SGLANG_PLATFORM=acme_npu cardcage platform",
+        "cardcage doctor --strict --hooks",
+    ]
+    assert "venv" not in done.stdout
+    assert "/path/to" not in done.stdout
+    assert "WHEELS" not in done.stdout
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def test_a_diffusion_plugin_gets_torch_pinned_first_and_the_runtime_named_where_missing(
+    tmp_path: Path,
+) -> None:
+    """Without torch here, the steps install the pinned CPU torch first (before anything could
+    pull PyPI's CUDA build); without the diffusion runtime here, they name it and the one folder
+    the user must supply. (tests-core-platforms has neither; its torch variant has torch.)"""
+    done = _cardcage("new", "acme-npu-plugin", "--targets", "diffusion", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    expected = [] if _installed("torch") else [TORCH_CPU_INSTALL]
+    if not _installed("cardcage-diffusion-runtime"):
+        expected.append("pip install --find-links WHEELS cardcage-diffusion-runtime")
+        assert "WHEELS below: the folder of cardcage's wheels you installed cardcage from" in (
+            done.stdout.replace("\n", " ")
+        )
+    expected.append("pip install -e '.[test,diffusion]'")
+    assert _next_steps(done.stdout)[1 : len(expected) + 1] == expected
+
+
+def test_the_printed_torch_line_is_the_tutorials() -> None:
+    page = (Path(__file__).parents[3] / "docs" / "platforms" / "vendor-plugin.md").read_text(
+        encoding="utf-8"
+    )
+    assert f"$ {TORCH_CPU_INSTALL}\n" in page
 
 
 def test_cardcage_new_lists_every_file_it_wrote(tmp_path: Path) -> None:
@@ -341,6 +544,16 @@ def test_a_bad_name_exits_2_with_the_fix_and_writes_nothing(tmp_path: Path) -> N
     assert "cardcage new: error:" in done.stderr
     assert "--entry-point acme_npu_cuda" in done.stderr
     assert not (tmp_path / "acme-npu-plugin").exists()
+
+
+def test_a_leading_digit_exits_2_with_the_package_to_pass_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    done = _cardcage("new", "9acme-npu", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Fix: pass --package acme_npu." in done.stderr
+    assert "n9acme" not in done.stdout + done.stderr
+    assert not (tmp_path / "9acme-npu").exists()
 
 
 def test_a_non_empty_destination_exits_2(tmp_path: Path) -> None:

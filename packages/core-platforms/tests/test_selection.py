@@ -1175,6 +1175,27 @@ def test_importing_an_entry_point_and_calling_activate_fail_with_different_messa
     assert not isinstance(activated, TargetsSGLangError)
 
 
+def test_a_users_bad_variable_reads_as_one_sentence_in_the_activation_error(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35: a plugin's ``InvalidEnvVarError`` ends with a period, and the activation error
+    goes on after it; the user read "unset ACME_NPU_PRESENT.. Startup stops here"."""
+    site.platform(
+        "vendor-a",
+        "alpha",
+        raising(
+            "__import__('cardcage.hooks.errors').hooks.errors.InvalidEnvVarError("
+            "'ACME_NPU_PRESENT', 'yes', 'one of 0, 1, true, false')"
+        ),
+    )
+    monkeypatch.setenv("SGLANG_PLATFORM", "alpha")
+
+    message = str(fail(site, PlatformActivationError))
+
+    assert "Fix the value or unset ACME_NPU_PRESENT. Startup stops here" in message
+    assert ".." not in message
+
+
 #: A platform class whose base carries the identity of SGLang's own ``SRTPlatform`` (its module
 #: name). No ``sglang`` module is created: ``import sglang`` still fails in this process. With
 #: SGLang installed, the same rule sees the real class (tests_integration/sglang).

@@ -76,7 +76,10 @@ def _reraise_unless_platform_error(exc: Exception) -> None:
 
 
 def _exc_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    """``Type: message`` for use inside a sentence: the caller ends the sentence, so the
+    message's own final period is dropped (``... unset ACME_NPU_PRESENT. Startup ...``, never
+    ``ACME_NPU_PRESENT.. Startup``)."""
+    return f"{type(exc).__name__}: {str(exc).rstrip('.')}"
 
 
 def _tb(exc: BaseException) -> str:

@@ -64,13 +64,17 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _lower_snake(value: str) -> str:
+    """``value`` in lower case, every run of other characters one ``_``: ``9Acme-NPU`` ->
+    ``9acme_npu``. It may still start with a digit."""
+    return re.sub(r"[^0-9a-z]+", "_", value.lower()).strip("_")
+
+
 def _snake(value: str) -> str:
-    """``value`` as a lower-case identifier: other characters become ``_``, a leading digit is
-    prefixed. Empty when nothing usable is left."""
-    snake = re.sub(r"[^0-9a-z]+", "_", value.lower()).strip("_")
-    if snake and snake[0].isdigit():
-        snake = f"n{snake}"
-    return snake
+    """A valid lower-case identifier close to ``value``, offered as a suggestion: leading digits
+    are dropped (``9acme-npu`` -> ``acme_npu``), since a name that starts with a digit is no
+    identifier. Empty when nothing usable is left."""
+    return _lower_snake(value).lstrip("0123456789_")
 
 
 def check_distribution(name: str) -> str:
@@ -98,15 +102,22 @@ def check_distribution(name: str) -> str:
 
 def package_from(distribution: str) -> str:
     """The import package a distribution's name suggests: ``acme-npu-plugin`` ->
-    ``acme_npu_plugin``."""
-    return _snake(distribution)
+    ``acme_npu_plugin``. Spelling only, never renaming: ``9acme-npu`` gives ``9acme_npu``,
+    which ``check_package`` refuses with a valid spelling to pass as ``--package``, so the
+    vendor chooses the package's name instead of finding an invented one in every import."""
+    return _lower_snake(distribution)
 
 
-def check_package(name: str, *, distribution: str) -> str:
-    """``name`` unchanged when it can be the plugin's top-level import package."""
+def check_package(name: str, *, distribution: str, derived: bool = False) -> str:
+    """``name`` unchanged when it can be the plugin's top-level import package. ``derived``:
+    the user gave no ``--package`` and ``name`` was derived from the distribution's name, which
+    the message says, since the user never typed it."""
     rule = None
     if not name.isidentifier() or not name.isascii():
-        rule = "an import package is a Python identifier (ASCII letters, digits and '_')"
+        rule = (
+            "an import package is a Python identifier: ASCII letters, digits and '_', not "
+            "starting with a digit"
+        )
     elif keyword.iskeyword(name):
         rule = "it is a Python keyword"
     elif name == "cardcage":
@@ -115,6 +126,11 @@ def check_package(name: str, *, distribution: str) -> str:
         rule = "import packages are lower case (PEP 8), and the generated files assume it"
     if rule is None:
         return name
+    if derived:
+        rule += (
+            f" (it was derived from the distribution name {distribution!r}, which can stay: "
+            "--package names the import package alone)"
+        )
     suggestion = _snake(name)
     if suggestion == "cardcage" or keyword.iskeyword(suggestion):
         suggestion = f"{suggestion}_plugin"
@@ -141,6 +157,13 @@ def entry_point_from(package: str) -> str:
     return name
 
 
+def _vendor_word(distribution: str) -> str:
+    """What to put before a reserved name in a suggestion: the distribution's device word
+    (``acme-npu-plugin`` -> ``acme_npu``), else ``vendor``."""
+    word = _snake(entry_point_from(_snake(distribution)))
+    return word if word and word not in RESERVED_ENTRY_POINT_NAMES else "vendor"
+
+
 def _lower_name(field: str, flag: str, value: str, *, distribution: str) -> str:
     if not _LOWER_NAME.match(value):
         raise InvalidPluginNameError(
@@ -160,9 +183,7 @@ def _lower_name(field: str, flag: str, value: str, *, distribution: str) -> str:
             f"the built-in platforms' names ({reserved}) are reserved, and selection refuses "
             "to start when a plugin uses one",
             flag=flag,
-            suggestion=f"{_snake(entry_point_from(_snake(distribution)))}_{value}"
-            if entry_point_from(_snake(distribution)) not in RESERVED_ENTRY_POINT_NAMES
-            else f"vendor_{value}",
+            suggestion=f"{_vendor_word(distribution)}_{value}",
             distribution=distribution,
         )
     return value

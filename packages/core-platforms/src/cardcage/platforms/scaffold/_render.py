@@ -13,7 +13,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from ._spec import PluginSpec, toml_string
+from ._spec import TORCH_CPU_INSTALL, PluginSpec, toml_string
 from .errors import DestinationNotAFolderError, DestinationNotEmptyError
 
 __all__ = ["render_plugin", "write_plugin"]
@@ -95,8 +95,7 @@ def _values(spec: PluginSpec) -> dict[str, str]:
         values["diffusion_readme"] = _render_text(_template("snippets/diffusion.md"), values)
         values["diffusion_install"] = ",diffusion"
         values["torch_install"] = (
-            "pip install torch --index-url https://download.pytorch.org/whl/cpu"
-            "  # the diffusion runtime needs torch: the CPU build here\n"
+            f"{TORCH_CPU_INSTALL}  # the diffusion runtime needs torch: the CPU build here\n"
         )
     if vllm:
         values["vllm_entry_points"] = (

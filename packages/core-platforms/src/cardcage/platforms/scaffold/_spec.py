@@ -20,12 +20,23 @@ from cardcage.hooks.spelling import closest
 from . import _names
 from .errors import InvalidPluginNameError
 
-__all__ = ["TARGETS", "Author", "PluginSpec", "compatible_range", "plan_plugin"]
+__all__ = [
+    "TARGETS",
+    "TORCH_CPU_INSTALL",
+    "Author",
+    "PluginSpec",
+    "compatible_range",
+    "plan_plugin",
+]
 
 #: What a generated plugin can target: SRT always; the diffusion half and vLLM's section on
 #: request. SGLang needs nothing of its own: the same entry points serve it.
 TARGETS = ("srt", "diffusion", "vllm")
 DEFAULT_LICENSE = "LicenseRef-Proprietary"
+#: How a diffusion plugin's next steps and README install torch, exactly as the tutorial does:
+#: pinned, from PyTorch's CPU index (an unpinned ``pip install torch`` on Linux takes PyPI's CUDA
+#: build, several GB). 2.13.0 is the release cardcage's diffusion runtime is tested with.
+TORCH_CPU_INSTALL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 
 _AUTHOR = re.compile(r"^\s*(?P<name>[^<>]*?)\s*(?:<(?P<email>[^<>\s]+@[^<>\s]+)>)?\s*$")
 _URL_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9 ._-]*$")
@@ -187,7 +198,9 @@ def plan_plugin(
     """The plugin ``cardcage new`` would write to ``destination``; raises
     ``InvalidPluginNameError`` for the first name or value that cannot be used."""
     dist = _names.check_distribution(distribution or destination.resolve().name)
-    pkg = _names.check_package(package or _names.package_from(dist), distribution=dist)
+    pkg = _names.check_package(
+        package or _names.package_from(dist), distribution=dist, derived=package is None
+    )
     name = _names.check_entry_point(entry_point or _names.entry_point_from(pkg), distribution=dist)
     dev = _names.check_device_name(device or name, distribution=dist)
     dev_type = _names.check_device_name(device_type or dev, distribution=dist, flag="--device-type")
