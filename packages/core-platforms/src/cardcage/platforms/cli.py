@@ -466,8 +466,11 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
         lines.append(
             "No problems found."
             if not unchecked
-            else f"No problems found in what could be checked here; {unchecked} platform "
-            "plugin(s) were not checked (platform-not-checked above says how to check them)."
+            else _fill(
+                f"No problems found in what could be checked here; {unchecked} platform "
+                "plugin(s) were not checked (platform-not-checked above says how to check them).",
+                subsequent="",
+            )
         )
     return "\n".join(lines)
 

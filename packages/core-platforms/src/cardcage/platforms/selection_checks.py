@@ -435,7 +435,7 @@ def _activation_failed(
         else f"Fix or uninstall {dist}, or select another platform with {profile.selector_env}"
     )
     error = PlatformActivationError(
-        f"Platform plugin {who(ep)} {happened.rstrip('.')}. Startup stops here rather than fall "
+        f"Platform plugin {who(ep)} {happened}. Startup stops here rather than fall "
         f"back to a built-in platform, which would run the work on the wrong hardware. {remedy}.",
         group=profile.platform_group,
         plugin=ep.name,
@@ -483,7 +483,7 @@ def _activate_raised_text(
 
     return (
         "platform-activation-failed",
-        f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc).rstrip('.')}. "
+        f"Platform plugin {describe_ep(ep)}: activate() raised {_exc_line(exc)}. "
         f"Platform selection aborts {when}.",
         f"Fix or uninstall {dist}: {ACTIVATE_RULE}.",
     )
