@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from cardcage.diffusion.configs.sampling_params import SamplingParams
 from cardcage.diffusion.envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
 from cardcage.diffusion.errors import (
+    WORKER_TRACEBACK_HEADER,
     InvalidArgumentError,
     LauncherClosedError,
     PipelineUnavailableError,
@@ -54,6 +55,7 @@ from cardcage.diffusion.errors import (
 )
 from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerator
 from cardcage.diffusion.runtime.managers.launcher import start_http_server
+from cardcage.diffusion.runtime.models.resolve import resolve_model
 
 from .bridge import BridgeServer, error_reply
 from .errors import HttpServerError
@@ -307,7 +309,7 @@ class ImageBackend:
                 job.cancelled = job.cancelled or "shutdown"
                 return self._cancelled_reply(job)
             logger.error("Request %s: %s", request_id, exc)
-            message_text = str(exc).split("\n--- worker traceback ---", 1)[0]
+            message_text = str(exc).split("\n" + WORKER_TRACEBACK_HEADER, 1)[0]
             return error_reply(500, message_text, error_type="server_error", code="worker_died")
         images = [
             {"rgb": item["rgb"], "width": item["width"], "height": item["height"],
@@ -456,9 +458,13 @@ def serve(
     port it actually bound: ``server_args.port`` 0 picks a free one). ``limits`` bounds each
     request (``ServeLimits()`` by default); ``max_queue`` overrides ``limits.max_queue``.
 
-    Raises ``HttpServerError`` if the HTTP child cannot start, and the launcher's errors
-    (``WorkerFailedError``...) if the workers cannot; everything started is stopped first.
+    Raises ``ModelError`` (``ModelNotFoundError``, ``ModelConfigError``) before anything
+    starts when ``server_args.model_path`` names no usable model, ``HttpServerError`` if the
+    HTTP child cannot start, and the launcher's errors (``WorkerFailedError``...) if the workers
+    cannot; everything started is stopped first.
     """
+    # Checked here, in milliseconds, rather than by every worker after seconds of start-up.
+    resolve_model(server_args.model_path)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     limits = limits or ServeLimits()
