@@ -307,6 +307,23 @@ def test_a_users_mistake_found_in_a_worker_shows_its_traceback_only_at_debug(
     assert below[-1].startswith("cardcage.diffusion.runtime.models.errors.WeightsMismatchError")
 
 
+def test_generate_warns_before_starting_workers_at_a_size_the_model_was_not_trained_at(
+    tmp_path: Path,
+) -> None:
+    args = ["generate", "--model-path", MODEL, "--prompt", "a"]
+    off = run_cli_until_it_spawns(*args, "--width", "128", "--height", "96", cwd=tmp_path)
+    assert off.returncode == 99, off.stderr  # the warning came first, then the workers
+    (warning,) = [line for line in off.stderr.splitlines() if " WARNING " in line]
+    assert warning.endswith(
+        "WARNING cardcage.diffusion.runtime.entrypoints.cli: cardcage/tiny-dit: the model was "
+        "trained at 64x64; 128x96 lies outside what it learned, so expect repeated or distorted "
+        "shapes rather than the scene asked for. Ask for 64x64 for a faithful picture."
+    )
+    trained = run_cli_until_it_spawns(*args, "--width", "64", "--height", "64", cwd=tmp_path)
+    assert trained.returncode == 99, trained.stderr
+    assert " WARNING " not in trained.stderr
+
+
 def test_a_failing_worker_is_reported_with_the_worker_traceback(tmp_path: Path) -> None:
     # A real vendor platform whose init_backend() raises in rank 0 (bootstrap_support).
     site = tmp_path / "site"

@@ -18,7 +18,8 @@ vendor's hook on either class shapes the command line's arguments, not only the 
 
 Before any worker is spawned, ``--model-path`` is resolved in this process
 (``models.resolve.resolve_model``: stdlib only, milliseconds): a path that names no model, or a
-directory whose ``config.json`` is unusable, is a bad argument.
+directory whose ``config.json`` is unusable, is a bad argument, and ``generate`` warns when the
+size asked for is not the one the model's ``config.json`` says it was trained at.
 
 Exit status: 0 on success (and after SIGTERM/SIGINT stopped ``serve``), 1 for a runtime error
 (the message names what failed and, for a worker that crashed, shows the worker's traceback;
@@ -304,6 +305,18 @@ def _resolve_model(model_path: str) -> Any:
         raise _ArgumentError(f"argument --model-path: {exc}") from None
 
 
+def _warn_off_trained_size(model: Any, params: Any) -> None:
+    """One WARNING line when the size asked for is not the one the model was trained at.
+
+    The picture is still made (the size is valid), but it is noise rather than the scene: a
+    user who asked for 256x256 should know that before wondering what went wrong. The trained
+    size comes from the model's ``config.json`` (``trained_size``); none there, no warning.
+    """
+    warning = model.config.size_warning(params.width, params.height)
+    if warning is not None:
+        logger.warning("%s: %s", model.model_path, warning)
+
+
 def _install_interrupts() -> dict[int, Any]:
     def handler(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # one interruption is enough: clean up
@@ -339,7 +352,7 @@ def _generate(args: argparse.Namespace) -> int:
     server_args = _server_args(args)
     paths = _output_paths(args.output, params.num_images)
     _check_writable(paths)
-    _resolve_model(server_args.model_path)
+    _warn_off_trained_size(_resolve_model(server_args.model_path), params)
     from cardcage.diffusion.errors import InvalidArgumentError
     from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerator
 
@@ -400,7 +413,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
     limits = _serve_limits(args)
     server_args = _server_args(args, host=args.host, port=args.port, seed=args.seed)
-    _resolve_model(server_args.model_path)
+    _resolve_model(server_args.model_path)  # the server warns about each request's size
     from .serve import serve
 
     count = server_args.num_gpus
