@@ -263,6 +263,24 @@ def test_the_openai_client_keeps_the_image_id_that_the_openapi_link_follows(
         assert reply.headers["Content-Type"] == "image/png"
 
 
+def test_the_openai_client_keeps_the_warning_about_a_size_the_model_was_not_trained_at(
+    server: Server,
+) -> None:
+    """``warning`` is cardcage's field too: the client parses the answer and keeps it, and an
+    answer at the trained size (64x64) has none."""
+    client = server.client()
+    small = client.images.generate(
+        prompt="a blue square", size="32x32", extra_body={"num_inference_steps": 1}
+    )
+    assert (
+        "the model was trained at 64x64; 32x32 lies outside" in (small.model_extra or {})["warning"]
+    )
+    trained = client.images.generate(
+        prompt="a blue square", size="64x64", extra_body={"num_inference_steps": 1}
+    )
+    assert "warning" not in (trained.model_extra or {})
+
+
 def test_the_openai_client_sees_refusals_naming_the_field(server: Server) -> None:
     import openai
 

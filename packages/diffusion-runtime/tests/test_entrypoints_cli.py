@@ -3,9 +3,11 @@
 Tests that start workers run the installed console script in a fresh interpreter (the command
 spawns its workers from there, so a subprocess is where the behaviour is): ``generate`` writes PNG
 files that decode to the requested size, draws a progress bar only on a terminal (a real
-pseudo-terminal), and a worker that fails exits 1 naming what failed, followed by the worker's
-traceback. Argument errors are refused before anything is spawned, so those cases call
-``main()`` in this process (one also runs the console script, for its status).
+pseudo-terminal), and a worker that crashes exits 1 naming what failed, followed by the worker's
+traceback (a user's mistake found in a worker shows it only at ``--log-level debug``). Argument
+errors are refused before anything is spawned, so those cases call ``main()`` in this process
+(one also runs the console script, for its status); a model path is checked in the real command
+with a tripwire on process start, so "before anything is spawned" is what the test observes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import platform
 import pty
 import select
+import shutil
 import socket
 import struct
 import subprocess
@@ -202,22 +205,123 @@ def _failure_report(stderr: str) -> tuple[str, list[str]]:
 PROG = "cardcage-diffusion"
 
 
-def test_a_model_path_that_names_nothing_exits_1_naming_the_path(tmp_path: Path) -> None:
-    missing = tmp_path / "no-such-model"
-    run = run_cli(
-        "generate", "--model-path", str(missing), "--prompt", "a", "--output", "x.png",
-        cwd=tmp_path,
+# The real command in a fresh interpreter, with a tripwire: starting any process (a worker, the
+# HTTP child) prints SPAWN_MARKER and exits 99 instead. A mistake found before the workers start
+# never reaches it, and a check that ran before spawning did so if the tripwire fired.
+SPAWN_MARKER = "TRIPWIRE: a process was about to be spawned"
+_TRIPWIRE = f"""
+import multiprocessing.process, os, sys
+
+def _tripwire(self):
+    sys.stderr.write({SPAWN_MARKER!r} + "\\n")
+    sys.stderr.flush()
+    os._exit(99)
+
+multiprocessing.process.BaseProcess.start = _tripwire
+from cardcage.diffusion.runtime.entrypoints.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_cli_until_it_spawns(*args: str, cwd: Path) -> Run:
+    done = subprocess.run(
+        [sys.executable, "-c", _TRIPWIRE, *args],
+        capture_output=True, text=True, timeout=60, env=_environment(None), cwd=cwd, check=False,
     )  # fmt: skip
-    assert run.returncode == 1, run.stderr
-    error, below = _failure_report(run.stderr)
-    assert str(missing) in error
-    assert "fix the cause shown in the worker traceback below" in error
-    assert below[:2] == ["--- worker traceback ---", "Traceback (most recent call last):"]
-    assert below[-1].endswith(f"ModelNotFoundError: model {str(missing)!r} not found. Pass a "
-                              "built-in model id ('cardcage/tiny-dit') or a directory holding "
-                              "config.json and model.safetensors (write one with "
-                              "save_pretrained(directory)).")  # fmt: skip
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def _last_line(run: Run) -> str:
+    return run.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("command_name", ["generate", "serve"])
+def test_a_model_path_that_names_nothing_is_refused_before_any_worker_starts(
+    tmp_path: Path, command_name: str
+) -> None:
+    missing = tmp_path / "no" / "such" / "model"
+    extra = ["--prompt", "a", "--output", "x.png"] if command_name == "generate" else []
+    run = run_cli_until_it_spawns(command_name, "--model-path", str(missing), *extra, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert SPAWN_MARKER not in run.stderr
+    assert _last_line(run) == (
+        f"{PROG} {command_name}: error: argument --model-path: model {str(missing)!r} not "
+        "found. Pass a built-in model id ('cardcage/tiny-dit') or a directory holding "
+        "config.json and model.safetensors (write one with save_pretrained(directory))."
+    )
+    assert "Traceback" not in run.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_near_miss_of_a_builtin_model_id_gets_a_did_you_mean(tmp_path: Path) -> None:
+    run = run_cli_until_it_spawns(
+        "generate", "--model-path", "cardcage/tiny-ditt", "--prompt", "a", cwd=tmp_path
+    )
+    assert run.returncode == 2, run.stderr
+    assert SPAWN_MARKER not in run.stderr
+    assert "model 'cardcage/tiny-ditt' not found. Did you mean 'cardcage/tiny-dit'?" in (
+        _last_line(run)
+    )
+
+
+def _copy_of_the_builtin_model(directory: Path) -> Path:
+    from cardcage.diffusion.runtime.models.resolve import BUILTIN_MODELS, DEFAULT_MODEL_ID
+
+    shutil.copytree(BUILTIN_MODELS[DEFAULT_MODEL_ID].directory, directory)
+    return directory
+
+
+def test_a_broken_config_json_is_refused_naming_the_file_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    model = _copy_of_the_builtin_model(tmp_path / "model")
+    (model / "config.json").write_text('{"model_type": "cardcage-tiny-dit",')
+    run = run_cli_until_it_spawns("generate", "--model-path", str(model), "--prompt", "a",
+                                  cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert SPAWN_MARKER not in run.stderr
+    line = _last_line(run)
+    assert f"invalid model configuration in {model / 'config.json'}: not valid JSON" in line
+    assert line.endswith("Fix the value, or regenerate the directory with save_pretrained().")
+    assert "Traceback" not in run.stderr
+
+
+def test_a_users_mistake_found_in_a_worker_shows_its_traceback_only_at_debug(
+    tmp_path: Path,
+) -> None:
+    # Weights that do not load are found only by a worker (the launcher never reads them).
+    model = _copy_of_the_builtin_model(tmp_path / "model")
+    (model / "model.safetensors").write_bytes(b"not a safetensors file")
+    args = ["generate", "--model-path", str(model), "--prompt", "a"]
+    quiet = run_cli(*args, cwd=tmp_path)
+    debug = run_cli(*args, "--log-level", "debug", cwd=tmp_path)
+    for run in (quiet, debug):
+        assert run.returncode == 1, run.stderr
+        error, _ = _failure_report(run.stderr)
+        assert "failed during worker initialization: WeightsMismatchError: weights in " in error
+        assert error.endswith("Every worker was shut down; fix that and launch again.")
+    assert "Traceback" not in quiet.stderr
+    assert "--- worker traceback ---" not in quiet.stderr
+    _, below = _failure_report(debug.stderr)
+    assert below[:2] == ["--- worker traceback ---", "Traceback (most recent call last):"]
+    assert below[-1].startswith("cardcage.diffusion.runtime.models.errors.WeightsMismatchError")
+
+
+def test_generate_warns_before_starting_workers_at_a_size_the_model_was_not_trained_at(
+    tmp_path: Path,
+) -> None:
+    args = ["generate", "--model-path", MODEL, "--prompt", "a"]
+    off = run_cli_until_it_spawns(*args, "--width", "128", "--height", "96", cwd=tmp_path)
+    assert off.returncode == 99, off.stderr  # the warning came first, then the workers
+    (warning,) = [line for line in off.stderr.splitlines() if " WARNING " in line]
+    assert warning.endswith(
+        "WARNING cardcage.diffusion.runtime.entrypoints.cli: cardcage/tiny-dit: the model was "
+        "trained at 64x64; 128x96 lies outside what it learned, so expect repeated or distorted "
+        "shapes rather than the scene asked for. Ask for 64x64 for a faithful picture."
+    )
+    trained = run_cli_until_it_spawns(*args, "--width", "64", "--height", "64", cwd=tmp_path)
+    assert trained.returncode == 99, trained.stderr
+    assert " WARNING " not in trained.stderr
 
 
 def test_a_failing_worker_is_reported_with_the_worker_traceback(tmp_path: Path) -> None:

@@ -390,6 +390,28 @@ def test_one_request_id_is_logged_by_the_http_child_the_launcher_and_the_worker(
     assert re.search(rf"http\] INFO \S+: Request {request_id} done in \d+\.\d+ s: 1 image", log)
 
 
+def test_a_size_the_model_was_not_trained_at_is_warned_about_in_the_answer_and_the_log(
+    server: Server,
+) -> None:
+    reply = server.generate({"prompt": "a red square", "size": "96x32", "num_inference_steps": 1})
+    assert reply.status == 200, reply.body
+    warning = reply.json()["warning"]
+    assert warning == (
+        "cardcage/tiny-dit: the model was trained at 64x64; 96x32 lies outside what it learned, "
+        "so expect repeated or distorted shapes rather than the scene asked for. Ask for 64x64 "
+        "for a faithful picture."
+    )
+    request_id = reply.headers["x-request-id"]
+    assert f"launcher] WARNING {SERVE_MODULE}: Request {request_id}: {warning}" in server.stderr()
+    trained = server.generate({"prompt": "a red square", "size": "64x64", "num_inference_steps": 1})
+    assert trained.status == 200, trained.body
+    assert "warning" not in trained.json()  # the OpenAI shape, with no extension to ignore
+    assert f"Request {trained.headers['x-request-id']}: cardcage" not in server.stderr()
+
+
+SERVE_MODULE = "cardcage.diffusion.runtime.entrypoints.serve"
+
+
 BAD_BODIES: list[tuple[str, bytes, int, str | None, str]] = [
     ("not json", b"{nope", 400, None, "invalid_json"),
     ("not an object", b"[1, 2]", 400, None, "invalid_json"),

@@ -109,6 +109,20 @@ def test_an_unknown_model_fails_the_launch_naming_it(monkeypatch: pytest.MonkeyP
     assert MODEL in str(info.value)  # the message lists the built-in ids
 
 
+def test_a_users_mistake_in_a_worker_keeps_its_traceback_out_of_the_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The worker's frames are the runtime's own: the text names the fix, the traceback is kept
+    # for --log-level debug.
+    monkeypatch.setenv("SGLANG_DIFFUSION_PLATFORM_OVERRIDE", "cpu")
+    with pytest.raises(WorkerFailedError) as info:
+        launch_workers(ServerArgs(model_path="no-such/model"))
+    assert info.value.user_mistake
+    assert "Traceback" not in str(info.value)
+    assert str(info.value).endswith("Every worker was shut down; fix that and launch again.")
+    assert "Traceback (most recent call last)" in info.value.traceback
+
+
 def test_a_failing_init_backend_fails_the_launch_with_that_error(
     vendor_site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,6 +136,8 @@ def test_a_failing_init_backend_fails_the_launch_with_that_error(
     assert error.error_message == "device on fire"
     assert "init_backend" in error.traceback
     assert "device on fire" in str(error)
+    assert not error.user_mistake  # a vendor's crash: its traceback is part of the message
+    assert f"--- worker traceback ---\n{error.traceback.rstrip()}" in str(error)
     assert error.pid is not None
     assert not pid_alive(error.pid)
 

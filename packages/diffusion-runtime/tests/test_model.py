@@ -22,6 +22,7 @@ from cardcage.diffusion.runtime.models.errors import (
     ModelNotFoundError,
     WeightsMismatchError,
 )
+from cardcage.diffusion.runtime.models.resolve import resolve_model
 from cardcage.diffusion.runtime.models.text_encoder import (
     BOS_TOKEN,
     WORD_BOS_TOKEN,
@@ -305,6 +306,65 @@ def test_a_corrupt_weights_file_is_a_typed_error(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(WeightsMismatchError, match="unreadable"):
         load_model(tmp_path)
+
+
+def test_a_near_miss_of_a_builtin_id_names_the_id_it_was_likely_meant_as(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match="Did you mean 'cardcage/tiny-dit'") as info:
+        resolve_model("cardcage/tiny-ditt")
+    assert info.value.suggestion == DEFAULT_MODEL_ID
+    with pytest.raises(ModelNotFoundError) as far:
+        resolve_model(tmp_path / "no" / "such" / "model")
+    assert far.value.suggestion is None
+    assert "Did you mean" not in str(far.value)
+
+
+def test_a_file_is_not_a_model_directory(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError, match="is a file, not a directory"):
+        resolve_model(tmp_path / "config.json")
+
+
+def test_a_config_json_that_is_not_utf8_is_a_typed_error(tmp_path: Path) -> None:
+    load_model().save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ModelConfigError, match="not UTF-8 text"):
+        resolve_model(tmp_path)
+
+
+def test_resolving_a_model_reads_its_config_without_importing_torch() -> None:
+    # The command line resolves --model-path before it spawns workers: that must stay cheap.
+    probe = (
+        "import sys\n"
+        "from cardcage.diffusion.runtime.models.resolve import resolve_model\n"
+        "model = resolve_model('cardcage/tiny-dit')\n"
+        "print(model.config.trained_size, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["(64,", "64)", "False"]
+
+
+def test_the_size_warning_names_the_trained_size_only_away_from_it() -> None:
+    config = TinyDiTConfig(trained_size=(64, 32))
+    assert config.size_warning(64, 32) is None
+    assert TinyDiTConfig().size_warning(128, 128) is None  # trained size unknown: nothing to say
+    warning = config.size_warning(32, 64)
+    assert warning is not None
+    assert warning.startswith("the model was trained at 64x32; 32x64 lies outside what it")
+
+
+@pytest.mark.parametrize("value", [(64,), (0, 64), (64.0, 64), (True, 64), [64, 64]])
+def test_a_trained_size_that_is_not_two_positive_ints_is_refused(value: Any) -> None:
+    with pytest.raises(ModelConfigError, match="trained_size must be"):
+        TinyDiTConfig(trained_size=value)
+
+
+def test_the_trained_size_round_trips_through_config_json() -> None:
+    config = TinyDiTConfig(trained_size=(96, 64))
+    data = json.loads(json.dumps(config.to_dict()))
+    assert data["trained_size"] == [96, 64]
+    assert TinyDiTConfig.from_dict(data) == config
 
 
 def test_invalid_config_json_is_a_typed_error(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from cardcage.diffusion.training.scenes import (
     random_scene,
     vocabulary,
 )
-from cardcage.diffusion.training.train import TrainingPlan, model_config, train
+from cardcage.diffusion.training.train import IMAGE_SIZE, TrainingPlan, model_config, train
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # torch without numpy
 
@@ -70,6 +70,12 @@ def test_training_is_seeded_and_saves_a_loadable_model_directory(tmp_path: Path)
     one, two = load_model(first), load_model(second)
     assert one.config == model_config()
     assert state_digest(one.state_dict()) == state_digest(two.state_dict())
+
+
+def test_the_builtin_model_records_the_size_it_was_trained_at() -> None:
+    # What the command line and the server warn about leaving comes from config.json.
+    assert model_config().trained_size == (IMAGE_SIZE, IMAGE_SIZE)
+    assert load_model().config.trained_size == (IMAGE_SIZE, IMAGE_SIZE)
 
 
 def test_the_training_command_writes_a_model(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Self
 
 __all__ = [
+    "WORKER_TRACEBACK_HEADER",
     "BootstrapPayloadError",
     "CommunicatorDeviceError",
     "CommunicatorError",
@@ -205,6 +206,10 @@ def describe_exit_code(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+#: The line between a worker error's text and the worker's traceback, when the text has one.
+WORKER_TRACEBACK_HEADER = "--- worker traceback ---"
+
+
 class WorkerError(DiffusionError, RuntimeError):
     """Base of the errors about one worker process (its rank and pid are fields)."""
 
@@ -217,7 +222,11 @@ class WorkerError(DiffusionError, RuntimeError):
 class WorkerFailedError(WorkerError):
     """A worker process raised outside a request (bootstrap, worker initialization, its loop).
 
-    Carries the phase, the original exception's type and text, and the worker's traceback.
+    Carries the phase, the original exception's type and text, and the worker's traceback. The
+    message ends with that traceback, unless ``user_mistake``: the worker raised one of the
+    runtime's errors about what the user passed (a model directory, an argument), whose text
+    already names the fix and whose frames are only the runtime's own; it stays in
+    ``traceback`` (the command line shows it with ``--log-level debug``).
     """
 
     def __init__(
@@ -229,20 +238,26 @@ class WorkerFailedError(WorkerError):
         error_type: str,
         error_message: str,
         traceback: str,
+        user_mistake: bool = False,
     ) -> None:
         self.phase = phase
         self.error_type = error_type
         self.error_message = error_message
         self.traceback = traceback
-        super().__init__(
-            f"Diffusion worker rank {rank} (pid {pid}) failed during {phase}: "
-            f"{error_type}: {error_message.rstrip('.')}. Every worker was shut down; fix the "
-            "cause shown in the worker traceback below and launch again.\n"
-            "--- worker traceback ---\n"
-            f"{traceback.rstrip()}",
-            rank=rank,
-            pid=pid,
-        )
+        self.user_mistake = user_mistake
+        failed = f"Diffusion worker rank {rank} (pid {pid}) failed during {phase}: "
+        if user_mistake:
+            message = (
+                f"{failed}{error_type.rsplit('.', 1)[-1]}: {error_message.rstrip('.')}. Every "
+                "worker was shut down; fix that and launch again."
+            )
+        else:
+            message = (
+                f"{failed}{error_type}: {error_message.rstrip('.')}. Every worker was shut down; "
+                "fix the cause shown in the worker traceback below and launch again.\n"
+                f"{WORKER_TRACEBACK_HEADER}\n{traceback.rstrip()}"
+            )
+        super().__init__(message, rank=rank, pid=pid)
 
 
 class WorkerRequestError(WorkerError):
@@ -262,18 +277,23 @@ class WorkerRequestError(WorkerError):
         error_message: str,
         traceback: str,
         details: dict[str, object] | None = None,
+        user_mistake: bool = False,
     ) -> None:
         self.method = method
         self.error_type = error_type
         self.error_message = error_message
         self.traceback = traceback
         self.details = details
-        super().__init__(
-            f"Diffusion worker rank {rank} (pid {pid}) failed to serve {method!r}: "
-            f"{error_type}: {error_message}\n--- worker traceback ---\n{traceback.rstrip()}",
-            rank=rank,
-            pid=pid,
-        )
+        self.user_mistake = user_mistake
+        failed = f"Diffusion worker rank {rank} (pid {pid}) failed to serve {method!r}: "
+        if user_mistake:  # as for WorkerFailedError: the text names the fix, no traceback
+            message = f"{failed}{error_type.rsplit('.', 1)[-1]}: {error_message}"
+        else:
+            message = (
+                f"{failed}{error_type}: {error_message}\n{WORKER_TRACEBACK_HEADER}\n"
+                f"{traceback.rstrip()}"
+            )
+        super().__init__(message, rank=rank, pid=pid)
 
 
 class WorkerDiedError(WorkerError):

@@ -16,10 +16,16 @@ before it builds ``ServerArgs`` or ``SamplingParams`` (SGLang's CLI applies them
 vendor's hook on either class shapes the command line's arguments, not only the workers' copies.
 ``--help``, ``--version`` and argparse's own errors load no plugin.
 
+Before any worker is spawned, ``--model-path`` is resolved in this process
+(``models.resolve.resolve_model``: stdlib only, milliseconds): a path that names no model, or a
+directory whose ``config.json`` is unusable, is a bad argument, and ``generate`` warns when the
+size asked for is not the one the model's ``config.json`` says it was trained at.
+
 Exit status: 0 on success (and after SIGTERM/SIGINT stopped ``serve``), 1 for a runtime error
-(the message names what failed and, for a worker, shows the worker's traceback;
-``--log-level debug`` adds this process's traceback), 2 for a bad argument, 128 + the signal
-number when a signal interrupts ``generate``.
+(the message names what failed and, for a worker that crashed, shows the worker's traceback;
+``--log-level debug`` adds this process's traceback, and the worker's for a worker error that
+is the user's mistake, such as weights that do not match their ``config.json``), 2 for a bad
+argument, 128 + the signal number when a signal interrupts ``generate``.
 """
 
 from __future__ import annotations
@@ -142,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         sub.add_argument(
             "--log-level", choices=LOG_LEVELS, default="info",
-            help="log level of this process and the workers; 'debug' also prints tracebacks",
+            help="log level of this process and the workers; 'debug' also prints tracebacks "
+            "(a worker that crashes shows its own at every level)",
         )  # fmt: skip
 
     generate = commands.add_parser(
@@ -282,6 +289,34 @@ def _check_writable(paths: list[Path]) -> None:
             )
 
 
+def _resolve_model(model_path: str) -> Any:
+    """The model ``--model-path`` names (``models.resolve.ResolvedModel``), checked here.
+
+    Workers would find the same mistake only after seconds of start-up, and report it with a
+    traceback of the runtime's frames; here it is a bad argument before anything is spawned.
+    Import-safe: the resolver reads ``config.json`` with the stdlib, not torch.
+    """
+    from cardcage.diffusion.runtime.models.errors import ModelError
+    from cardcage.diffusion.runtime.models.resolve import resolve_model
+
+    try:
+        return resolve_model(model_path)
+    except ModelError as exc:
+        raise _ArgumentError(f"argument --model-path: {exc}") from None
+
+
+def _warn_off_trained_size(model: Any, params: Any) -> None:
+    """One WARNING line when the size asked for is not the one the model was trained at.
+
+    The picture is still made (the size is valid), but it is noise rather than the scene: a
+    user who asked for 256x256 should know that before wondering what went wrong. The trained
+    size comes from the model's ``config.json`` (``trained_size``); none there, no warning.
+    """
+    warning = model.config.size_warning(params.width, params.height)
+    if warning is not None:
+        logger.warning("%s: %s", model.model_path, warning)
+
+
 def _install_interrupts() -> dict[int, Any]:
     def handler(signum: int, frame: object) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # one interruption is enough: clean up
@@ -317,6 +352,7 @@ def _generate(args: argparse.Namespace) -> int:
     server_args = _server_args(args)
     paths = _output_paths(args.output, params.num_images)
     _check_writable(paths)
+    _warn_off_trained_size(_resolve_model(server_args.model_path), params)
     from cardcage.diffusion.errors import InvalidArgumentError
     from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerator
 
@@ -377,6 +413,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
     limits = _serve_limits(args)
     server_args = _server_args(args, host=args.host, port=args.port, seed=args.seed)
+    _resolve_model(server_args.model_path)  # the server warns about each request's size
     from .serve import serve
 
     count = server_args.num_gpus
@@ -413,6 +450,18 @@ def _serve_limits(args: argparse.Namespace) -> Any:
         request_timeout=args.request_timeout,
         max_queue=args.max_queue,
     )
+
+
+def _print_left_out_worker_traceback(exc: BaseException) -> None:
+    """The worker traceback a user's mistake left out of its message (``--log-level debug``)."""
+    from cardcage.diffusion.errors import (
+        WORKER_TRACEBACK_HEADER,
+        WorkerFailedError,
+        WorkerRequestError,
+    )
+
+    if isinstance(exc, WorkerFailedError | WorkerRequestError) and exc.user_mistake:
+        print(f"{WORKER_TRACEBACK_HEADER}\n{exc.traceback.rstrip()}", file=sys.stderr)
 
 
 def _configure_logging(level: str) -> None:
@@ -465,9 +514,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CardcageError, _OutputError) as exc:
         if debug:
             logger.exception("%s %s failed", PROG, args.command)
-        # A worker's error carries the worker's traceback (str(exc) ends with it): always shown,
-        # since the message points the reader to it and nothing else prints it.
+        # A worker that crashed carries the worker's traceback (str(exc) ends with it): always
+        # shown, since the message points the reader to it and nothing else prints it. A worker
+        # error that is the user's mistake leaves it out (its text names the fix): debug only.
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        if debug:
+            _print_left_out_worker_traceback(exc)
         return 1
 
 

@@ -520,7 +520,7 @@ async def _generate(served: _Served, request: Request) -> Response:
     data = await _image_data(served, request, parsed, reply["images"], fmt)
     answer = ImagesResponse(
         created=int(time.time()), data=data, output_format=fmt,
-        size=f"{params.width}x{params.height}",
+        size=f"{params.width}x{params.height}", warning=reply.get("warning"),
     )  # fmt: skip
     # Logged before the answer goes out, so a client that has its images sees the line.
     logger.info(

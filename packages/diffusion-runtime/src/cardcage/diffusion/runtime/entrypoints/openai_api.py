@@ -227,6 +227,12 @@ class ImagesResponse(BaseModel):
     background: Literal["opaque"] = "opaque"
     output_format: Literal["png", "jpeg", "webp"] = "png"
     size: str
+    warning: str | None = Field(
+        default=None,
+        description="Present when the images are valid but not what the model does well: a "
+        "size other than the one it was trained at (a cardcage extension; OpenAI's client "
+        "keeps extra fields).",
+    )
 
 
 class ModelCard(BaseModel):

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from cardcage.diffusion.configs.sampling_params import SamplingParams
 from cardcage.diffusion.envs import CARDCAGE_DIFFUSION_HTTP_BRIDGE
 from cardcage.diffusion.errors import (
+    WORKER_TRACEBACK_HEADER,
     InvalidArgumentError,
     LauncherClosedError,
     PipelineUnavailableError,
@@ -54,6 +55,7 @@ from cardcage.diffusion.errors import (
 )
 from cardcage.diffusion.runtime.managers.diffusion_generator import DiffGenerator
 from cardcage.diffusion.runtime.managers.launcher import start_http_server
+from cardcage.diffusion.runtime.models.resolve import resolve_model
 
 from .bridge import BridgeServer, error_reply
 from .errors import HttpServerError
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
     from types import FrameType
 
+    from cardcage.diffusion.runtime.models.config import TinyDiTConfig
     from cardcage.diffusion.runtime.server_args import ServerArgs
 
 __all__ = ["DEFAULT_MAX_QUEUE", "ImageBackend", "ServeStopped", "serve"]
@@ -124,9 +127,17 @@ class ImageBackend:
     it with reason ``"deadline"`` after ``limits.request_timeout`` seconds.
     """
 
-    def __init__(self, model_path: str, *, limits: ServeLimits, wake_fd: int) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        limits: ServeLimits,
+        wake_fd: int,
+        model_config: TinyDiTConfig | None = None,
+    ) -> None:
         self.model_path = model_path
         self.limits = limits
+        self.model_config = model_config  # its trained_size: what a request is warned about
         self._wake_fd = wake_fd
         self._generator: DiffGenerator | None = None
         self._slot = threading.Condition()  # guards _busy and _jobs
@@ -307,7 +318,7 @@ class ImageBackend:
                 job.cancelled = job.cancelled or "shutdown"
                 return self._cancelled_reply(job)
             logger.error("Request %s: %s", request_id, exc)
-            message_text = str(exc).split("\n--- worker traceback ---", 1)[0]
+            message_text = str(exc).split("\n" + WORKER_TRACEBACK_HEADER, 1)[0]
             return error_reply(500, message_text, error_type="server_error", code="worker_died")
         images = [
             {"rgb": item["rgb"], "width": item["width"], "height": item["height"],
@@ -318,7 +329,22 @@ class ImageBackend:
             "Request %s: %d image(s) generated in %.2f s",
             request_id, len(images), time.perf_counter() - started,
         )  # fmt: skip
-        return {"ok": True, "images": images}
+        reply: dict[str, Any] = {"ok": True, "images": images}
+        warning = self._size_warning(request_id, params)
+        if warning is not None:
+            reply["warning"] = warning
+        return reply
+
+    def _size_warning(self, request_id: str, params: SamplingParams) -> str | None:
+        """Say (in the log, and to the client in the answer's ``warning``) that the size asked
+        for is not the one the model was trained at: the images are valid, but noise."""
+        config = self.model_config
+        warning = None if config is None else config.size_warning(params.width, params.height)
+        if warning is None:
+            return None
+        text = f"{self.model_path}: {warning}"
+        logger.warning("Request %s: %s", request_id, text)
+        return text
 
 
 def _api_reply(error: ApiError) -> dict[str, Any]:
@@ -456,15 +482,23 @@ def serve(
     port it actually bound: ``server_args.port`` 0 picks a free one). ``limits`` bounds each
     request (``ServeLimits()`` by default); ``max_queue`` overrides ``limits.max_queue``.
 
-    Raises ``HttpServerError`` if the HTTP child cannot start, and the launcher's errors
-    (``WorkerFailedError``...) if the workers cannot; everything started is stopped first.
+    Raises ``ModelError`` (``ModelNotFoundError``, ``ModelConfigError``) before anything
+    starts when ``server_args.model_path`` names no usable model, ``HttpServerError`` if the
+    HTTP child cannot start, and the launcher's errors (``WorkerFailedError``...) if the workers
+    cannot; everything started is stopped first.
     """
+    # Checked here, in milliseconds, rather than by every worker after seconds of start-up;
+    # its config.json also says the size the model was trained at, which requests are warned
+    # about leaving.
+    model = resolve_model(server_args.model_path)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     limits = limits or ServeLimits()
     if max_queue is not None:
         limits = dataclasses.replace(limits, max_queue=max_queue)
-    backend = ImageBackend(server_args.model_path, limits=limits, wake_fd=wake_w)
+    backend = ImageBackend(
+        server_args.model_path, limits=limits, wake_fd=wake_w, model_config=model.config
+    )
     bridge: BridgeServer | None = None
     http: BaseProcess | None = None
     generator: DiffGenerator | None = None

@@ -114,6 +114,7 @@ def _failed(handle: WorkerHandle, failure: WorkerFailure) -> WorkerFailedError:
         error_type=failure.error_type,
         error_message=failure.message,
         traceback=failure.traceback,
+        user_mistake=failure.user_mistake,
     )
 
 
@@ -359,6 +360,7 @@ class WorkerGroup:
                                 error_message=message.failure.message,
                                 traceback=message.failure.traceback,
                                 details=message.failure.details,
+                                user_mistake=message.failure.user_mistake,
                             )  # fmt: skip
                         return message.value
                     if isinstance(message, WorkerFailure):

@@ -55,6 +55,9 @@ class WorkerFailure:
 
     ``details`` carries the fields of an argument error (``category``, ``field``, ``value``,
     ``expected``) as plain data, so the launcher side can raise the same typed error again.
+    ``user_mistake`` says the exception is one the runtime raises for what the user passed (a
+    model path or directory, an argument): its message names the fix and its traceback holds
+    only the runtime's own frames, so the command line leaves the traceback to ``debug``.
     """
 
     rank: int
@@ -64,6 +67,7 @@ class WorkerFailure:
     message: str
     traceback: str
     details: dict[str, Any] | None = None
+    user_mistake: bool = False
 
     @classmethod
     def from_exception(cls, rank: int, phase: str, exc: BaseException) -> WorkerFailure:
@@ -81,7 +85,16 @@ class WorkerFailure:
             message=str(exc),
             traceback="".join(traceback.format_exception(exc)),
             details=_argument_details(exc),
+            user_mistake=_is_user_mistake(exc),
         )
+
+
+def _is_user_mistake(exc: BaseException) -> bool:
+    # Imported here for the reason _argument_details gives; both modules are import-safe.
+    from cardcage.diffusion.errors import InvalidArgumentError
+    from cardcage.diffusion.runtime.models.errors import ModelError
+
+    return isinstance(exc, InvalidArgumentError | ModelError)
 
 
 def _argument_details(exc: BaseException) -> dict[str, Any] | None:

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from .config import TinyDiTConfig
     from .distributed import all_to_all_4D
     from .errors import ModelConfigError, ModelError, ModelNotFoundError, WeightsMismatchError
-    from .tiny_dit import BUILTIN_MODELS, DEFAULT_MODEL_ID, TinyDiffusionModel, load_model
+    from .resolve import BUILTIN_MODELS, DEFAULT_MODEL_ID, ResolvedModel, resolve_model
+    from .tiny_dit import TinyDiffusionModel, load_model
 
 _EXPORTS = {
     "TinyDiTConfig": "config",
@@ -23,8 +24,10 @@ _EXPORTS = {
     "ModelError": "errors",
     "ModelNotFoundError": "errors",
     "WeightsMismatchError": "errors",
-    "BUILTIN_MODELS": "tiny_dit",
-    "DEFAULT_MODEL_ID": "tiny_dit",
+    "BUILTIN_MODELS": "resolve",
+    "DEFAULT_MODEL_ID": "resolve",
+    "ResolvedModel": "resolve",
+    "resolve_model": "resolve",
     "TinyDiffusionModel": "tiny_dit",
     "load_model": "tiny_dit",
 }
@@ -35,11 +38,13 @@ __all__ = [
     "ModelConfigError",
     "ModelError",
     "ModelNotFoundError",
+    "ResolvedModel",
     "TinyDiTConfig",
     "TinyDiffusionModel",
     "WeightsMismatchError",
     "all_to_all_4D",
     "load_model",
+    "resolve_model",
 ]
 
 

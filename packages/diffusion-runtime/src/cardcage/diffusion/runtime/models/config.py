@@ -52,6 +52,10 @@ class TinyDiTConfig:
     flow_shift: float = 1.0
     default_steps: int = 8
     default_guidance_scale: float = 3.0
+    # the (width, height) in pixels the weights were trained at, or None when unknown. Other
+    # sizes run (the transformer's positions are computed for any grid) but lie outside what
+    # the model learned, so the command line and the server warn about them.
+    trained_size: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -130,11 +134,35 @@ class TinyDiTConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 out.append(f"{name} must be a positive number, got {value!r}")
+        if self.trained_size is not None and not (
+            isinstance(self.trained_size, tuple)
+            and len(self.trained_size) == 2
+            and all(
+                isinstance(side, int) and not isinstance(side, bool) and side > 0
+                for side in self.trained_size
+            )
+        ):
+            out.append(f"trained_size must be [width, height] or null, got {self.trained_size!r}")
         if not isinstance(self.default_guidance_scale, int | float) or (
             self.default_guidance_scale < 1
         ):
             out.append("default_guidance_scale must be a number >= 1")
         return out
+
+    def size_warning(self, width: int, height: int) -> str | None:
+        """What to tell a user who asks for ``width`` x ``height`` away from ``trained_size``.
+
+        None at the trained size, or when it is unknown. One wording for the command line and
+        the server, which both say it: the picture is made, but it is noise, not a scene.
+        """
+        if self.trained_size is None or (width, height) == self.trained_size:
+            return None
+        trained = "x".join(str(side) for side in self.trained_size)
+        return (
+            f"the model was trained at {trained}; {width}x{height} lies outside what it learned, "
+            f"so expect repeated or distorted shapes rather than the scene asked for. Ask for "
+            f"{trained} for a faithful picture."
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The ``config.json`` content, including ``model_type`` and ``format_version``."""

@@ -18,14 +18,24 @@ class ModelError(DiffusionError):
 class ModelNotFoundError(ModelError, FileNotFoundError):
     """``model_path`` is neither a built-in model id nor a directory holding a saved model."""
 
-    def __init__(self, model_path: str, builtin_ids: tuple[str, ...], detail: str = "") -> None:
+    def __init__(
+        self,
+        model_path: str,
+        builtin_ids: tuple[str, ...],
+        detail: str = "",
+        *,
+        suggestion: str | None = None,
+    ) -> None:
         self.model_path = model_path
         self.builtin_ids = builtin_ids
+        #: The built-in id a near miss was likely meant as (``cardcage/tiny-ditt``), or None.
+        self.suggestion = suggestion
         known = ", ".join(repr(i) for i in builtin_ids)
+        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
         super().__init__(
-            f"model {model_path!r} not found{': ' + detail if detail else ''}. Pass a built-in "
-            f"model id ({known}) or a directory holding config.json and model.safetensors "
-            "(write one with save_pretrained(directory))."
+            f"model {model_path!r} not found{': ' + detail if detail else ''}.{hint} Pass a "
+            f"built-in model id ({known}) or a directory holding config.json and "
+            "model.safetensors (write one with save_pretrained(directory))."
         )
 
 

@@ -13,7 +13,6 @@ Building a model leaves torch's global random state untouched.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import logging
@@ -27,11 +26,21 @@ import torch
 
 from .config import TinyDiTConfig
 from .decoder import LatentDecoder, to_uint8
-from .errors import ModelConfigError, ModelError, ModelNotFoundError, WeightsMismatchError
+from .errors import ModelError, WeightsMismatchError
+from .resolve import (
+    BUILTIN_DIR,
+    BUILTIN_MODELS,
+    CONFIG_FILE,
+    DEFAULT_MODEL_ID,
+    WEIGHTS_FILE,
+    BuiltinModel,
+    resolve_model,
+)
 from .text_encoder import ByteTextEncoder
 from .transformer import TinyDiT
 
 __all__ = [
+    "BUILTIN_DIR",
     "BUILTIN_MODELS",
     "CONFIG_FILE",
     "DEFAULT_MODEL_ID",
@@ -42,31 +51,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-DEFAULT_MODEL_ID = "cardcage/tiny-dit"
-
-
-#: Where the built-in model directories live inside the installed package.
-BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
-
-
-@dataclasses.dataclass(frozen=True)
-class BuiltinModel:
-    """A model id that names a directory shipped in this package."""
-
-    directory: Path
-    description: str
-
-
-BUILTIN_MODELS: Mapping[str, BuiltinModel] = {
-    DEFAULT_MODEL_ID: BuiltinModel(
-        BUILTIN_DIR / "tiny-dit",
-        "~0.28M-parameter latent DiT trained on drawn scenes (a colour, a shape, a place, a "
-        "background); 64x64 in well under a CPU-second",
-    ),
-}
 
 
 class TinyDiffusionModel(torch.nn.Module):  # type: ignore[misc]
@@ -140,15 +124,6 @@ def _write_safetensors(state: Mapping[str, torch.Tensor], path: Path) -> None:
     del tensors
 
 
-def _read_config(directory: Path) -> TinyDiTConfig:
-    config_path = directory / CONFIG_FILE
-    try:
-        data = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelConfigError(str(config_path), f"not valid JSON ({exc})") from None
-    return TinyDiTConfig.from_dict(data, source=str(config_path))
-
-
 def _load_weights(model: TinyDiffusionModel, weights_path: Path) -> None:
     st = importlib.import_module("safetensors.torch")
     try:
@@ -177,24 +152,14 @@ def load_model(
     device: Any = "cpu",
     dtype: torch.dtype = torch.float32,
 ) -> TinyDiffusionModel:
-    """Resolve ``model_path`` (built-in id or saved directory) to an eval-mode model."""
-    key = os.fspath(model_path)
-    builtin = BUILTIN_MODELS.get(key)
-    directory = Path(key)
-    source = str(directory)
-    if builtin is not None and not directory.is_dir():
-        directory = builtin.directory
-        source = f"built-in {key!r} ({directory})"
-    if directory.is_dir():
-        missing = [f for f in (CONFIG_FILE, WEIGHTS_FILE) if not (directory / f).is_file()]
-        if missing:
-            raise ModelNotFoundError(
-                key, tuple(BUILTIN_MODELS), f"the directory lacks {', '.join(missing)}"
-            )
-        model = TinyDiffusionModel.empty(_read_config(directory))
-        _load_weights(model, directory / WEIGHTS_FILE)
-    else:
-        raise ModelNotFoundError(key, tuple(BUILTIN_MODELS))
+    """Resolve ``model_path`` (built-in id or saved directory) to an eval-mode model.
+
+    ``resolve_model`` checks the path and reads the configuration (the same check the command
+    line makes before it spawns workers); then the weights are loaded and checked against it.
+    """
+    resolved = resolve_model(model_path)
+    model = TinyDiffusionModel.empty(resolved.config)
+    _load_weights(model, resolved.weights_path)
     model.to(device=device, dtype=dtype).eval().requires_grad_(False)
-    logger.info("loaded model %s on %s as %s", source, device, dtype)
+    logger.info("loaded model %s on %s as %s", resolved.source, device, dtype)
     return model
