@@ -89,6 +89,8 @@ def test_entry_points_use_the_documented_names_and_no_reserved_alias() -> None:
         # The vLLM section: the same activate() and register(), in vLLM's groups.
         ("vllm.platform_plugins", ENTRY_POINT_NAME): "cardcage_demo_cpu:activate",
         ("vllm.general_plugins", ENTRY_POINT_NAME): "cardcage_demo_cpu.hooks:register",
+        # Its variables, for `cardcage env` and `cardcage doctor`.
+        ("cardcage.env_registries", ENTRY_POINT_NAME): "cardcage_demo_cpu.envs:ENV_VARS",
     }
     assert ENTRY_POINT_NAME not in RESERVED
 
