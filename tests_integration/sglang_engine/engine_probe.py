@@ -10,9 +10,14 @@ its memory pool, the hook writes one JSON line to ``$CC_ENGINE_PROBE`` with the 
 scheduler's allocator and of the KV cache behind it, and what the selected platform answers, in
 that release's own names, to the questions SGLang asks about KV pools and graphs.
 
-It observes and changes nothing: the hook returns None (SGLang keeps ``__init__``'s result),
-and it registers only where SGLang has already imported its scheduler module (the launcher and
-the scheduler), so the probe never imports an SGLang module a process would not import anyway.
+In the scheduler, where SGLang's model runner is imported, a second hook (AROUND
+``ModelRunner.forward``) counts demo-cpu's kernel calls (its ``kernel`` evidence) per forward
+mode, prefill (``extend``) and ``decode``, into ``$CC_ENGINE_PROBE.kernels.<pid>.json``.
+
+It observes and changes nothing: the hooks return None (SGLang keeps ``__init__``'s result) or
+what the model runner returned, and each registers only where SGLang has already imported its
+target's module (the scheduler's in the launcher and the scheduler, the model runner's in the
+scheduler), so the probe never imports an SGLang module a process would not import anyway.
 Not part of any package: it is the scenario's harness, not a vendor example.
 """
 
@@ -26,6 +31,12 @@ from typing import Any
 
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 SCHEDULER_INIT = f"{SCHEDULER_MODULE}.Scheduler.__init__"
+MODEL_RUNNER_MODULE = "sglang.srt.model_executor.model_runner"
+MODEL_RUNNER_FORWARD = f"{MODEL_RUNNER_MODULE}.ModelRunner.forward"
+#: demo-cpu's kernels, as its ``kernel`` evidence names them.
+KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+#: forward mode -> op -> kernel calls, in this process.
+_PHASES: dict[str, dict[str, int]] = {}
 #: Where the JSON lines go; unset, the plugin registers nothing.
 REPORT_ENV = "CC_ENGINE_PROBE"
 
@@ -88,10 +99,33 @@ def _after_scheduler_init(result: None, scheduler: Any, *args: Any, **kwargs: An
         out.write(json.dumps(line) + "\n")
 
 
+def _count_kernels(
+    original: Any, runner: Any, forward_batch: Any, *args: Any, **kwargs: Any
+) -> Any:
+    """Run the model runner's forward; add the kernel calls it made to its forward mode's row."""
+    from cardcage_demo_cpu.evidence import EVIDENCE
+
+    before = {op: EVIDENCE.count("kernel", op) for op in KERNEL_OPS}
+    try:
+        return original(runner, forward_batch, *args, **kwargs)
+    finally:
+        mode = forward_batch.forward_mode
+        name = "decode" if mode.is_decode() else "extend" if mode.is_extend() else str(mode)
+        row = _PHASES.setdefault(name, dict.fromkeys(KERNEL_OPS, 0))
+        for op in KERNEL_OPS:
+            row[op] += EVIDENCE.count("kernel", op) - before[op]
+        report = Path(f"{os.environ[REPORT_ENV]}.kernels.{os.getpid()}.json")
+        report.write_text(json.dumps(_PHASES), encoding="utf-8")
+
+
 def register() -> None:
-    """SGLang's general-plugin entry point: hook the scheduler where SGLang has imported it."""
-    if not os.environ.get(REPORT_ENV) or SCHEDULER_MODULE not in sys.modules:
+    """SGLang's general-plugin entry point: hook the scheduler where SGLang has imported it, and
+    the model runner where it has imported that."""
+    if not os.environ.get(REPORT_ENV):
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    HookRegistry.register(SCHEDULER_INIT, _after_scheduler_init, HookType.AFTER)
+    if SCHEDULER_MODULE in sys.modules:
+        HookRegistry.register(SCHEDULER_INIT, _after_scheduler_init, HookType.AFTER)
+    if MODEL_RUNNER_MODULE in sys.modules:
+        HookRegistry.register(MODEL_RUNNER_FORWARD, _count_kernels, HookType.AROUND)

@@ -66,6 +66,25 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return report
 
 
+@pytest.fixture(scope="module")
+def run_without_kernels(
+    run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """``run``'s Engine again with ``CARDCAGE_KERNELS=0``: SGLang's ops on their own forwards."""
+    release: str = run["release"]
+    folder = tmp_path_factory.mktemp(f"sglang-engine-{release}-no-kernels")
+    report = run_engine(
+        make_tiny_llama(folder / "tiny-llama"),
+        folder / "report.json",
+        release=release,
+        SGLANG_PLATFORM="demo_cpu",
+        CARDCAGE_DEMO_CPU_THREADS=THREADS,
+        CARDCAGE_KERNELS="0",
+    )
+    report["children"] = {int(pid): title for pid, title in report["children"].items()}
+    return report
+
+
 def _child(report: dict[str, Any], title: str) -> int:
     """The pid of the launcher's one child whose title SGLang set to ``title``."""
     (pid,) = [pid for pid, name in report["children"].items() if name.startswith(title)]
@@ -195,3 +214,26 @@ def test_sglangs_graph_question_is_answered_from_demo_cpus_capabilities(
     expected = "support_cuda_graph()" if row.capability_methods else "capabilities.graph_capture"
     assert built["graph_question"] == expected
     assert built["graph_answer"] is DemoCpuSRTPlatform().capabilities.graph_capture
+
+
+KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+
+
+def test_the_scheduler_ran_demo_cpus_kernels_in_prefill_and_in_decode(run: dict[str, Any]) -> None:
+    scheduler = _child(run, "sglang::scheduler")
+    phases = run["kernel_phases"].get(scheduler)
+    assert phases is not None, run["kernel_phases"]
+    # Llama's layers: RMSNorm without a residual (the first input norm), with one (every other
+    # norm), and the MLP's SiluAndMul, all through demo-cpu's kernels, in both phases.
+    for mode in ("extend", "decode"):
+        assert all(phases[mode][op] > 0 for op in KERNEL_OPS), (mode, phases)
+    assert set(run["kernel_phases"]) == {scheduler}  # no other process built ops
+
+
+def test_greedy_tokens_are_the_same_with_sglangs_own_forwards(
+    run: dict[str, Any], run_without_kernels: dict[str, Any]
+) -> None:
+    scheduler = _child(run_without_kernels, "sglang::scheduler")
+    phases = run_without_kernels["kernel_phases"][scheduler]
+    assert all(count == 0 for row in phases.values() for count in row.values()), phases
+    assert run_without_kernels["texts"] == run["texts"]

@@ -1733,3 +1733,58 @@ def test_env_and_doctor_cover_a_plugin_s_own_variables_named_in_its_metadata(sit
     # One finding for the bad value, not one from the registry and one from activate().
     findings = _json(site, "doctor", env=env)["findings"]
     assert [f["code"] for f in findings] == ["invalid-env-var"]
+
+
+KERNEL_PLATFORM = OOT_PLATFORM.replace(
+    '    device_type = "{device}"\n',
+    '    device_type = "{device}"\n'
+    "    kernels = {{'rms_norm': 'acme_kernels:rms_norm', 'rms_nrom': 'acme_kernels:x'}}\n",
+)
+
+
+def test_hooks_lists_the_selected_platforms_kernels_with_the_host_ops_they_are_for(
+    site: Site,
+) -> None:
+    site.platform("acme-npu-plugin", "acme_npu", KERNEL_PLATFORM)
+    result = site.run("hooks", "--json", env={"SGLANG_PLATFORM": "acme_npu"})
+    document = result.json()
+    validate("hooks", document)
+    rows = {row["op"]: row for row in document["kernels"]}
+    assert rows["rms_nrom"]["status"] == "unknown-op"
+    assert rows["rms_nrom"]["targets"] == []
+    kernel = rows["rms_norm"]
+    assert (kernel["kernel"], kernel["status"]) == ("acme_kernels:rms_norm", "registered")
+    assert kernel["targets"] == [
+        {
+            "host": "sglang",
+            "releases": "0.5.12 - 0.5.15",
+            "host_op": "sglang.srt.layers.layernorm.RMSNorm",
+            "mechanism": (
+                "sglang.srt.layers.utils.multi_platform.MultiPlatformOp.register_oot_forward"
+            ),
+        },
+        {
+            "host": "sglang",
+            "releases": "0.5.18 - 0.5.23",
+            "host_op": "sglang.srt.layers.layernorm.RMSNorm",
+            "mechanism": "sglang.kernels.fused_op.BaseFusedOp.register_oot_forward",
+        },
+    ]
+    text = site.run("hooks", env={"SGLANG_PLATFORM": "acme_npu"}).stdout
+    assert "Kernels declared by " in text
+    assert "sglang.srt.layers.layernorm.RMSNorm" in text
+
+
+def test_doctor_names_the_selected_platforms_kernels_and_warns_about_an_unknown_op(
+    site: Site,
+) -> None:
+    site.platform("acme-npu-plugin", "acme_npu", KERNEL_PLATFORM)
+    document = _json(site, "doctor", env={"SGLANG_PLATFORM": "acme_npu"})
+    (startup,) = document["startup"]
+    kernels = {row["op"]: row["status"] for row in startup["platform"]["kernels"]}
+    assert kernels == {"rms_norm": "registered", "rms_nrom": "unknown-op"}
+    (finding,) = [f for f in document["findings"] if f["code"] == "kernel-unknown-op"]
+    assert finding["severity"] == "warning"
+    assert "for op 'rms_nrom', which cardcage does not know" in finding["message"]
+    assert "Did you mean 'rms_norm'?" in finding["message"]
+    assert finding["distributions"] == [{"name": "acme-npu-plugin", "version": "1.0"}]

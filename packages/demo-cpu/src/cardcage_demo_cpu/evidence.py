@@ -19,7 +19,10 @@ The SRT half records, with a ``value`` where there is one to show:
   value: bytes;
 * ``register`` (key: the hook target): the general plugin registered its hook with SGLang;
 * ``hook`` (key: the hook target): the hook ran; value: what the hooked function returned
-  (for ``sglang.srt.utils.common.get_device_memory_capacity``, MiB).
+  (for ``sglang.srt.utils.common.get_device_memory_capacity``, MiB);
+* ``kernel`` (key: the op, ``rms_norm``, ``fused_add_rms_norm``, ``silu_and_mul``): one of the
+  platform's kernels (``kernels``) ran in a host's op; ``EVIDENCE.count("kernel", op)`` counts
+  the calls in this process.
 
 ``EVIDENCE.count("forward", "...RMSNorm")`` reads a counter in this process. When
 ``CARDCAGE_DEMO_CPU_EVIDENCE`` names a file, the first occurrence of each (event, key) in each
@@ -46,6 +49,7 @@ EVENTS = (
     "all_to_all",
     "device_total_memory",
     "hook",
+    "kernel",
 )
 
 #: The evidence of this process.

@@ -17,7 +17,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 
@@ -56,6 +57,15 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
     #: [vLLM section] What only vLLM asks (attention backend, worker class, dispatch key): a
     #: class imported only when vLLM hosts this platform. Everything else here serves both hosts.
     vllm_section = "cardcage_demo_cpu.vllm_section:DemoCpuVllmSection"
+    #: The kernels, by op (``cardcage.platforms.kernels.OPS``): a host that selects this
+    #: platform runs them in its own ops (SGLang: the SRT RMSNorm and SiluAndMul), installed
+    #: right after init_backend() in each process that builds them. Data: nothing is imported
+    #: until a host installs them.
+    kernels: ClassVar[Mapping[str, str]] = {
+        "rms_norm": "cardcage_demo_cpu.kernels:rms_norm",
+        "fused_add_rms_norm": "cardcage_demo_cpu.kernels:fused_add_rms_norm",
+        "silu_and_mul": "cardcage_demo_cpu.kernels:silu_and_mul",
+    }
 
     def __init__(self) -> None:
         super().__init__()

@@ -378,6 +378,16 @@ def _render_runtime_hooks(report: RuntimeHooks) -> str:
     if report.error is not None:
         summary += " (left by the failed load_plugins(); start-up would not reach its workload)"
     lines += ["", f"Hooks: {summary}."]
+    if report.kernels:
+        lines += ["", f"Kernels declared by {report.kernels[0].platform} (registered; whether"]
+        lines.append("each is in effect is known only inside the host's process):")
+        rows = [
+            [k.op, k.kernel, k.status, t.host, t.releases, t.host_op]
+            for k in report.kernels
+            for t in k.targets
+        ]
+        rows += [[k.op, k.kernel, k.status, "-", "-", "-"] for k in report.kernels if not k.targets]
+        lines.append(_table(["OP", "KERNEL", "STATUS", "HOST", "RELEASES", "HOST OP"], rows))
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool
 
-__all__ = ["ENV_VARS", "SGLANG_USE_CPU_ENGINE"]
+__all__ = ["CARDCAGE_KERNELS", "ENV_VARS", "SGLANG_USE_CPU_ENGINE"]
 
 ENV_VARS = EnvRegistry("cardcage-core-platforms")
 
@@ -17,6 +17,20 @@ SGLANG_USE_CPU_ENGINE: EnvVar[bool] = ENV_VARS.add(
         description=(
             "When true and no platform plugin activates, the SRT fallback chain picks the CPU "
             "platform (on x86 and ARM hosts) before probing for accelerators."
+        ),
+    )
+)
+
+CARDCAGE_KERNELS: EnvVar[bool] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_KERNELS",
+        default=True,
+        parser=parse_bool,
+        kind="boolean",
+        description=(
+            "When false, no host installs the kernels a platform declares (its kernels "
+            "attribute): every op runs the host's own forward. For bisecting a numerical "
+            "difference down to a vendor kernel, in any host."
         ),
     )
 )

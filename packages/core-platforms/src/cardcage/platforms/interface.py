@@ -19,7 +19,7 @@ imported inside the one method that needs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, NoReturn
 
 from . import _contract
@@ -185,6 +185,10 @@ class SRTPlatform(DeviceMixin):
     #: only when vLLM hosts the platform, so it may import vLLM; its names win over every other
     #: answer in the vLLM adapter. None: vLLM's base answers every vLLM-only name.
     vllm_section: ClassVar[str | None] = None
+    #: The vendor's kernels, op name -> ``"module:function"`` (``cardcage.platforms.kernels``
+    #: lists the ops and their signatures). Data, imported only where a host installs them into
+    #: its ops, right after ``init_backend()`` in each process that builds them.
+    kernels: ClassVar[Mapping[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Check the contract as the class is defined (``cardcage.platforms._contract``)."""

@@ -58,6 +58,7 @@ from ._common import (
     watched_groups,
 )
 from .env import env_registries, env_row
+from .hooks import KernelRow, kernel_rows
 from .host_releases import HostRelease, release_findings
 
 
@@ -72,6 +73,9 @@ class SelectedPlatform:
     #: validation; else what ``activate()`` returned, verbatim; None when ``activate()`` did
     #: not return a name.
     qualname: str | None
+    #: The kernels the class declares, with the host ops each is meant for (as ``cardcage
+    #: hooks`` lists them); () when it declares none or does not load.
+    kernels: tuple[KernelRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -295,7 +299,8 @@ def _startup_summary(startup: _Startup, check: _PlatformCheck) -> RuntimeStartup
             dist = ep_dist(chosen.ep)
             cls = chosen.platform_class
             qualname = f"{cls.__module__}.{cls.__qualname__}" if cls else chosen.qualname
-            platform = SelectedPlatform(chosen.ep.name, dist.name, dist.version, qualname)
+            kernels = kernel_rows(qualname) if cls is not None else ()
+            platform = SelectedPlatform(chosen.ep.name, dist.name, dist.version, qualname, kernels)
             detail = (
                 f"{env}={selector!r} selects platform plugin {describe_ep(chosen.ep)}"
                 if selector
@@ -953,6 +958,29 @@ def _reported_as_variable(finding: Finding, earlier: Sequence[Finding]) -> bool:
     return any(f.code == finding.code and f.message.startswith(f"{variable}=") for f in earlier)
 
 
+def _unknown_kernel(platform: SelectedPlatform, row: KernelRow) -> Finding:
+    """A kernel the selected platform declares for an op cardcage does not know: no host runs
+    it (each host also logs the WARNING when it installs the platform's kernels)."""
+    from cardcage.platforms.kernels import OPS
+
+    close = closest(row.op, sorted(OPS))
+    hint = f" Did you mean {close!r}?" if close else ""
+    return Finding(
+        code="kernel-unknown-op",
+        severity="warning",
+        message=(
+            f"{row.platform} declares kernel {row.kernel} for op {row.op!r}, which cardcage does "
+            f"not know, so no host runs it.{hint}"
+        ),
+        fix=(
+            f"Name one of the ops of cardcage.platforms.kernels.OPS ({', '.join(sorted(OPS))}) "
+            f"in the kernels of {row.platform}, in {platform.distribution or 'its distribution'}."
+        ),
+        plugin=platform.plugin,
+        distributions=(DistRef(platform.distribution, platform.version),),
+    )
+
+
 def _selected_platforms(
     summaries: dict[str, RuntimeStartup],
 ) -> dict[str, tuple[str, DistRef, str | None]]:
@@ -1015,6 +1043,13 @@ def run_doctor(runtimes: Sequence[str] | None = None, *, check_hooks: bool = Fal
     if runtimes is None:
         findings += _check_early_patches(snapshot, checked.selected_dists())
     summaries = {**checked.summaries(), **broken}
+    findings += [
+        _unknown_kernel(s.platform, row)
+        for s in summaries.values()
+        if s.platform is not None
+        for row in s.platform.kernels
+        if row.status == "unknown-op"
+    ]
     host_findings, releases = release_findings(snapshot, _selected_platforms(summaries))
     findings += host_findings
     summaries.update(checked.hosted)

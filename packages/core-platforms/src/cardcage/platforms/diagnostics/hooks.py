@@ -73,6 +73,32 @@ class ChoiceInfo:
 
 
 @dataclass(frozen=True)
+class KernelTarget:
+    """Where a declared kernel runs in one host, for a range of its releases."""
+
+    host: str
+    releases: str
+    host_op: str
+    mechanism: str
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel the selected platform declares (``cardcage.platforms.kernels``).
+
+    ``status`` is ``registered`` (the op is known; ``targets`` lists the host ops meant to run
+    it) or ``unknown-op``. Whether it is *in effect* is answered in the host's own process
+    (``cardcage.platforms.kernels.in_effect()``), not here, where no host runs.
+    """
+
+    op: str
+    kernel: str
+    platform: str
+    status: str
+    targets: tuple[KernelTarget, ...]
+
+
+@dataclass(frozen=True)
 class RuntimeHooks:
     """One runtime's ``load_plugins()`` outcome: its platform choice, plugins and hooks."""
 
@@ -84,6 +110,8 @@ class RuntimeHooks:
     error: ErrorInfo | None
     #: How messages name the runtime (its record's ``display_name``); not in the JSON document.
     display_name: str = ""
+    #: The kernels the selected platform declares, with the host ops each is meant for.
+    kernels: tuple[KernelRow, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -251,6 +279,33 @@ def _selection_record(runtime: Runtime) -> object | None:
         return None
 
 
+def kernel_rows(qualname: str | None) -> tuple[KernelRow, ...]:
+    """The kernels the platform class ``qualname`` declares, each with the host ops every host
+    room maps its op to (data: no host is imported); () for no class or one that does not
+    load (the platform checks report that)."""
+    if not qualname:
+        return ()
+    import pkgutil
+
+    from cardcage.platforms import hosts
+    from cardcage.platforms.kernels import OPS, declared_kernels
+
+    try:
+        cls = pkgutil.resolve_name(qualname)
+    except Exception:
+        return ()
+    rows = []
+    for op, path in declared_kernels(cls).items():
+        targets = [
+            KernelTarget(**target)
+            for host in hosts.ROOMS
+            for target in getattr(hosts.room(host), "kernel_targets", lambda _op: [])(op)
+        ]
+        status = "registered" if op in OPS else "unknown-op"
+        rows.append(KernelRow(op, path, qualname, status, tuple(targets)))
+    return tuple(rows)
+
+
 def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks:
     from cardcage.hooks.loader import PluginLoadReport, load_plugins
 
@@ -298,6 +353,7 @@ def _collect_runtime(runtime: Runtime, versions: dict[str, str]) -> RuntimeHooks
         rebound=report.apply.rebound if report and report.apply else None,
         error=error,
         display_name=runtime.display_name,
+        kernels=kernel_rows(getattr(record, "qualname", None)),
     )
 
 

@@ -18,6 +18,10 @@ and offers the same small interface from that subpackage's ``__init__``:
   kernel registered with cardcage's ``CustomOp`` to the host's op of the same kind
   (``cardcage.platforms.host.register_host_forward`` asks the announced host's room).
 
+A room whose host takes kernels (``cardcage.platforms.kernels``) offers
+``kernel_targets(op)`` (where a kernel for the op runs, per release; data only) and
+``kernel_in_effect(row)`` (asked in the host's own process).
+
 A room may also hold a ``diagnosis`` module: what the ``cardcage`` commands say about that host
 (``diagnosis(host)`` below). Its optional functions are ``release_findings`` and
 ``runtime_hosts`` (the installed release, read from metadata:

@@ -27,6 +27,8 @@ __all__ = [
     "LOADER_MODULES",
     "SELECTION_MODULES",
     "adapter_qualname",
+    "kernel_in_effect",
+    "kernel_targets",
     "register_oot_forward",
     "selected",
 ]
@@ -68,6 +70,21 @@ def selected(qualname: str, runtime: str) -> bool:
         return False
     wanted = qualname.strip().replace(":", ".")
     return f"{vendor.__module__}.{vendor.__qualname__}" == wanted
+
+
+def kernel_targets(op: str) -> list[dict[str, str]]:
+    """Where a kernel for cardcage's op ``op`` runs in SGLang (``srt_kernels``); data only."""
+    from .srt_kernels import kernel_targets as targets
+
+    return targets(op)
+
+
+def kernel_in_effect(row: Any) -> bool:
+    """Whether SGLang's op still dispatches to an installed kernel (``srt_kernels``); asked in
+    SGLang's own process by ``cardcage.platforms.kernels.in_effect()``."""
+    from .srt_kernels import kernel_in_effect as check
+
+    return check(row)
 
 
 def register_oot_forward(op_cls: type, *, fn: Callable[..., Any], platform_key: str) -> bool:

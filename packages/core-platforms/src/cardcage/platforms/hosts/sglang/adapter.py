@@ -204,6 +204,10 @@ def build_adapter(cls: type) -> type:
         from . import compat, releases
 
         namespace.update(compat.release_names(releases.running_release(), cls, vendor_names))
+        if getattr(cls, "kernels", None):  # the vendor's kernels, into SGLang's SRT ops
+            vendor: Any = cls
+            inner = namespace.get("init_backend", vendor.init_backend)  # SGLang's, or the vendor's
+            namespace["init_backend"] = _installing_kernels(inner, cls)
 
     # A declared identity (behaves_as): SGLang's predicates answer as that built-in's.
     namespace.update(_identity.identity_namespace(cls, host_base, vendor_names))
@@ -214,6 +218,21 @@ def build_adapter(cls: type) -> type:
         "Built the SGLang adapter of %s.%s on %s", cls.__module__, cls.__name__, host_qualname
     )
     return adapter
+
+
+def _installing_kernels(inner: Any, vendor: type) -> Any:
+    """``init_backend`` that runs ``inner`` (the vendor's, else SGLang's), then installs the
+    kernels ``vendor`` declares into SGLang's SRT ops: SGLang calls it in each scheduler process
+    before it builds the model, so every op built afterwards dispatches to them."""
+
+    def init_backend(self: Any) -> None:
+        inner(self)
+        from .srt_kernels import install_for
+
+        install_for(self, vendor)
+
+    init_backend.__doc__ = getattr(inner, "__doc__", None)
+    return init_backend
 
 
 def _raw_attribute(cls: type, name: str) -> Any:

@@ -60,6 +60,7 @@ class Release:
         "capability_fields",
         "capability_methods",
         "diffusion_plugins",
+        "fused_op_base",
         "kv_pool_factories",
         "names",
         "notes",
@@ -80,6 +81,7 @@ class Release:
         diffusion_plugins: bool,
         platforms_imported_by_sglang: bool,
         torchvision_at_import: bool,
+        fused_op_base: str,
         notes: tuple[str, ...] = (),
     ) -> None:
         #: The release, as its metadata spells it.
@@ -109,6 +111,10 @@ class Release:
         self.platforms_imported_by_sglang = platforms_imported_by_sglang
         #: Whether ``import sglang`` imports torchvision (a dependency to install on CPU).
         self.torchvision_at_import = torchvision_at_import
+        #: The base class ("module:Class") of the release's SRT ops (``RMSNorm``,
+        #: ``SiluAndMul``, ...) whose ``register_oot_forward`` takes an out-of-tree forward,
+        #: keyed by the platform's dispatch key and the op's exact class.
+        self.fused_op_base = fused_op_base
         #: What else a vendor should know about the release, in words.
         self.notes = notes
 
@@ -228,9 +234,14 @@ def _before_0_5_22(version: str, names: frozenset[str], *notes: str) -> Release:
         diffusion_plugins=False,
         platforms_imported_by_sglang=version != "0.5.12",
         torchvision_at_import=True,
+        # sglang.kernels.fused_op arrived in 0.5.18; MultiPlatformOp became its alias.
+        fused_op_base=_MULTI_PLATFORM_OP if version in ("0.5.12", "0.5.15") else _BASE_FUSED_OP,
         notes=notes,
     )
 
+
+_MULTI_PLATFORM_OP = "sglang.srt.layers.utils.multi_platform:MultiPlatformOp"
+_BASE_FUSED_OP = "sglang.kernels.fused_op:BaseFusedOp"
 
 _NO_DIFFUSION = (
     "SGLang's diffusion runtime selects no out-of-tree platform and loads no diffusion plugin "
@@ -260,6 +271,7 @@ RELEASES: tuple[Release, ...] = (
         diffusion_plugins=True,
         platforms_imported_by_sglang=True,
         torchvision_at_import=False,
+        fused_op_base=_BASE_FUSED_OP,
         notes=("PlatformCapabilities has no supports_pynccl field yet.",),
     ),
     Release(
@@ -272,6 +284,7 @@ RELEASES: tuple[Release, ...] = (
         diffusion_plugins=True,
         platforms_imported_by_sglang=True,
         torchvision_at_import=False,
+        fused_op_base=_BASE_FUSED_OP,
     ),
 )
 
@@ -365,4 +378,5 @@ def describe(release: Release) -> dict[str, Any]:
         "capability_fields": list(release.capability_fields),
         "allocator_fallback": release.allocator_fallback,
         "diffusion_plugins": release.diffusion_plugins,
+        "fused_op_base": release.fused_op_base,
     }

@@ -1,0 +1,323 @@
+"""One kernel API for every host's ops: a vendor names a kernel once, by the op it implements.
+
+A platform class declares its kernels as data, op name to the kernel's dotted path::
+
+    class AcmeNpuSRTPlatform(SRTPlatform):
+        kernels = {
+            "rms_norm": "acme_npu_plugin.kernels:rms_norm",
+            "fused_add_rms_norm": "acme_npu_plugin.kernels:fused_add_rms_norm",
+            "silu_and_mul": "acme_npu_plugin.kernels:silu_and_mul",
+        }
+
+Each op name fixes the kernel's signature in tensors and scalars (``OPS`` below), so a vendor's
+kernel library never sees a host class: the host's room unpacks the host's op object into that
+signature. Where a host selects the platform, its room installs the kernels into the host's own
+op mechanism in each process that builds ops, right after the platform's ``init_backend()``:
+SGLang's SRT fused ops (``cardcage.platforms.hosts.sglang.srt_kernels``) on every SGLang release
+with plugins. What was installed, refused or left out, and why, is this process's
+``installed()``; ``in_effect()`` asks the host, in its own process, whether its ops still
+dispatch to them.
+
+Import-safe: stdlib only. The kernels themselves, torch and the host are imported only by
+``install()``, in the host's process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+__all__ = [
+    "OPS",
+    "Installer",
+    "KernelInstall",
+    "OpSpec",
+    "declared_kernels",
+    "in_effect",
+    "install",
+    "installed",
+    "installed_row",
+    "load_kernel",
+    "refusal",
+    "refused_row",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op a kernel can implement: its signature, what it computes, how close is equal."""
+
+    name: str
+    #: The positional parameters the kernel is called with, in order.
+    parameters: tuple[str, ...]
+    #: What it returns.
+    returns: str
+    #: What it computes, and what it may and may not do to its inputs.
+    semantics: str
+    #: dtype name -> (atol, rtol) within which the kernel must agree with the reference.
+    tolerances: Mapping[str, tuple[float, float]]
+
+    @property
+    def signature(self) -> str:
+        return f"{self.name}({', '.join(self.parameters)}) -> {self.returns}"
+
+
+_FLOAT_TOLERANCES: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {"float32": (1e-5, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+)
+
+#: Every op cardcage knows, by name.
+OPS: Mapping[str, OpSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            OpSpec(
+                "rms_norm",
+                ("x", "weight", "eps"),
+                "out",
+                "out = x / sqrt(mean(x**2, last dim) + eps) * weight, computed in float32 and "
+                "returned in x's dtype; x and weight are read only.",
+                _FLOAT_TOLERANCES,
+            ),
+            OpSpec(
+                "fused_add_rms_norm",
+                ("x", "residual", "weight", "eps"),
+                "(out, residual_out)",
+                "residual_out = x + residual (summed in float32, returned in x's dtype), "
+                "out = rms_norm(residual_out, weight, eps); x and residual are read only, so "
+                "a kernel that works in place copies first.",
+                _FLOAT_TOLERANCES,
+            ),
+            OpSpec(
+                "silu_and_mul",
+                ("x",),
+                "out",
+                "with d = x.shape[-1] // 2: out = silu(x[..., :d]) * x[..., d:]; x is read only.",
+                _FLOAT_TOLERANCES,
+            ),
+            OpSpec(
+                "layer_norm",
+                ("x", "weight", "bias", "eps"),
+                "out",
+                "torch.nn.functional.layer_norm over the last dim (bias may be None); x is read "
+                "only.",
+                _FLOAT_TOLERANCES,
+            ),
+            OpSpec(
+                "rotary_embedding",
+                ("positions", "query", "key", "cos_sin_cache", "head_size", "is_neox_style"),
+                "(query, key)",
+                "rotates query and key (tokens x heads*head_size) by the cos/sin rows of their "
+                "positions, NeoX (halves) or GPT-J (interleaved) style; returns new tensors.",
+                _FLOAT_TOLERANCES,
+            ),
+        )
+    }
+)
+
+
+@dataclass(frozen=True)
+class KernelInstall:
+    """What became of one declared kernel in one host's op, in this process."""
+
+    op: str
+    #: The kernel's dotted path, as declared.
+    kernel: str
+    #: The platform class that declared it, ``module.qualname``.
+    platform: str
+    host: str
+    release: str
+    #: The host's op class that now runs the kernel, ``module.qualname`` (None: none does).
+    host_op: str | None
+    #: How the host was given it (``BaseFusedOp.register_oot_forward``, ...); "" when refused.
+    mechanism: str
+    #: Why no host op runs it, and the fix; None once installed.
+    problem: str | None = None
+
+    @property
+    def installed(self) -> bool:
+        return self.problem is None
+
+
+_lock = threading.Lock()
+_installs: list[KernelInstall] = []
+_installed_for: set[tuple[type, str]] = set()  # (platform class, host) already installed
+
+
+def declared_kernels(cls: type) -> dict[str, str]:
+    """The kernels ``cls`` declares (its ``kernels`` attribute), op name -> dotted path."""
+    declared = getattr(cls, "kernels", None)
+    return dict(declared) if isinstance(declared, Mapping) else {}
+
+
+def load_kernel(path: str) -> Callable[..., Any]:
+    """Import the kernel ``path`` names (``module:function`` or ``module.function``)."""
+    import importlib
+
+    module, colon, attr = path.strip().partition(":")
+    if not colon:
+        module, _, attr = module.rpartition(".")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{path} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+#: What a host's room gives ``install``: the kernels that load and fit, op -> (function, the
+#: row to fill in), and it returns one row per (op, host op) it tried.
+Installer = Callable[[dict[str, tuple[Callable[..., Any], KernelInstall]]], list[KernelInstall]]
+
+
+def install(vendor: type, host: str, release: str, installer: Installer) -> None:
+    """Install the kernels the platform class ``vendor`` declares into ``host``'s ops, once per
+    process and class.
+
+    Called by the host's room right after the platform's ``init_backend()``, with the room's
+    ``installer``. An op cardcage does not know, or a kernel that does not import or cannot take
+    the op's parameters, gets one WARNING naming kernel, op, host, platform, distribution and
+    fix, and reaches no host op; so does a kernel the installer refuses.
+    """
+    with _lock:
+        if (vendor, host) in _installed_for:
+            return
+        _installed_for.add((vendor, host))
+    where = f"{vendor.__module__}.{vendor.__qualname__}"
+    from cardcage.platforms.envs import CARDCAGE_KERNELS
+
+    if not CARDCAGE_KERNELS.get():
+        logger.info("%s's kernels are not installed in %s: CARDCAGE_KERNELS is false", where, host)
+        return
+    rows: list[KernelInstall] = []
+    usable: dict[str, tuple[Callable[..., Any], KernelInstall]] = {}
+    for op, path in declared_kernels(vendor).items():
+        template = KernelInstall(op, path, where, host, release, None, "")
+        problem, fn = _checked(op, path)
+        if fn is None:
+            rows.append(_refused(template, problem))
+        else:
+            usable[op] = (fn, template)
+    if usable:
+        rows += installer(usable)
+    with _lock:
+        _installs.extend(rows)
+    for row in rows:
+        if row.problem is not None:
+            logger.warning("%s", row.problem)
+        else:
+            logger.debug("kernel %s installed in %s (%s)", row.kernel, row.host_op, row.mechanism)
+
+
+def _checked(op: str, path: str) -> tuple[str, Callable[..., Any] | None]:
+    """``("", kernel)`` when ``path`` imports and fits ``op``; else (the problem, None)."""
+    import inspect
+
+    spec = OPS.get(op)
+    if spec is None:
+        from cardcage.hooks.spelling import closest
+
+        close = closest(op, sorted(OPS))
+        hint = f" Did you mean {close!r}?" if close else ""
+        return (
+            f"cardcage knows no op {op!r}.{hint} Known ops: {', '.join(sorted(OPS))}. "
+            "Fix the op name in the platform's kernels.",
+            None,
+        )
+    try:
+        fn = load_kernel(path)
+    except Exception as exc:
+        return f"the kernel does not load: {type(exc).__name__}: {exc}. Fix its path.", None
+    try:
+        inspect.signature(fn).bind(*spec.parameters)
+    except TypeError:
+        return (
+            f"the kernel cannot be called as {spec.signature}. Give it those parameters, in "
+            "that order.",
+            None,
+        )
+    except ValueError:  # a builtin or extension function without a signature: take it
+        pass
+    return "", fn
+
+
+def _refused(template: KernelInstall, problem: str) -> KernelInstall:
+    from dataclasses import replace
+
+    return replace(template, problem=refusal(template, problem))
+
+
+def installed_row(template: KernelInstall, host_op: str, mechanism: str) -> KernelInstall:
+    """``template`` filled in for a kernel the host's op ``host_op`` now runs."""
+    from dataclasses import replace
+
+    return replace(template, host_op=host_op, mechanism=mechanism)
+
+
+def refused_row(template: KernelInstall, problem: str, host_op: str | None = None) -> KernelInstall:
+    """``template`` filled in for a kernel the host cannot take: ``problem`` says why and how
+    to fix it; the row's message names everything else (``refusal``)."""
+    from dataclasses import replace
+
+    return replace(template, host_op=host_op, problem=refusal(template, problem))
+
+
+def refusal(template: KernelInstall, problem: str) -> str:
+    """The one WARNING line for a kernel a host cannot take: kernel, op, host, release,
+    platform, its distribution, what went wrong and the fix."""
+    dist = _distribution_of(template.platform)
+    return (
+        f"Kernel {template.kernel} for op {template.op!r} of {template.platform} ({dist}) is "
+        f"not installed in {template.host} {template.release}: {problem}"
+    )
+
+
+def _distribution_of(qualname: str) -> str:
+    from importlib import metadata
+
+    top = qualname.partition(".")[0]
+    dists = metadata.packages_distributions().get(top)
+    return dists[0] if dists else "distribution unknown"
+
+
+def installed() -> tuple[KernelInstall, ...]:
+    """Every kernel this process installed or refused, in order."""
+    with _lock:
+        return tuple(_installs)
+
+
+def in_effect() -> list[dict[str, Any]]:
+    """Each installed kernel, with whether the host's op still dispatches to it *now*.
+
+    Answered inside the host's process (a test, a hook or the vendor's own code calls it there):
+    the host's room checks its own registry, which cardcage's CLI, running where no host runs,
+    cannot see. A row per ``installed()`` entry, as JSON-ready data.
+    """
+    from cardcage.platforms.hosts import room
+
+    rows = []
+    for row in installed():
+        effective = False
+        if row.installed:
+            check = getattr(room(row.host), "kernel_in_effect", None)
+            effective = bool(check(row)) if callable(check) else False
+        rows.append(
+            {
+                "op": row.op,
+                "kernel": row.kernel,
+                "platform": row.platform,
+                "host": row.host,
+                "release": row.release,
+                "host_op": row.host_op,
+                "mechanism": row.mechanism,
+                "problem": row.problem,
+                "in_effect": effective,
+            }
+        )
+    return rows
