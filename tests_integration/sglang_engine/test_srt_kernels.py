@@ -68,8 +68,8 @@ def test_demo_cpu_s_kernels_run_in_sglang_s_srt_ops_and_agree_with_forward_nativ
 def test_sglang_s_forced_backend_outranks_the_kernels_and_in_effect_says_so(
     tmp_path: Path,
 ) -> None:
-    # SGLang's own bisecting switch puts every fused op on its native forward.
-    report = _check("0.5.23", tmp_path, SGLANG_FORCE_FUSED_OP_BACKEND="native")
+    # SGLang's own bisecting switch puts every fused op on its pure-torch forward_native.
+    report = _check("0.5.23", tmp_path, SGLANG_FORCE_FUSED_OP_BACKEND="torch")
 
     assert report["counts"] == dict.fromkeys(OPS, 0)
     assert {row["op"]: row["in_effect"] for row in report["in_effect"]} == dict.fromkeys(OPS, False)

@@ -10,7 +10,11 @@ unchanged on every release with the plugin system, plus:
   fields of its ``PlatformCapabilities``, the in-tree classes the row names, and whether its
   diffusion plugins module exists (found, not imported);
 * ``answers``: what the selected platform answers to every name the release calls for
-  capabilities, KV pools and the paged allocator, next to what the vendor's class declares.
+  capabilities, KV pools and the paged allocator, next to what the vendor's class declares;
+* ``kernels``: what SGLang's model runner does before it builds a model (the selected
+  platform's ``init_backend()``), then the release's own SRT ``RMSNorm`` (without and with a
+  residual) and ``SiluAndMul`` called on float32 inputs: whether each agrees with the op's own
+  ``forward_native``, demo-cpu's kernel counters, and ``cardcage.platforms.kernels.in_effect()``.
 
 No SGLang module is stubbed: whatever runs is SGLang's code as the release's wheel ships it.
 """
@@ -128,7 +132,46 @@ def _answers() -> dict[str, Any]:
     }
 
 
-STEPS = {**probe.STEPS, "imported": _imported, "table": _table, "answers": _answers}
+def _kernels() -> dict[str, Any]:
+    import torch
+    from sglang.srt import platforms
+
+    platforms.current_platform.init_backend()
+    from sglang.srt.layers.activation import SiluAndMul
+    from sglang.srt.layers.layernorm import RMSNorm
+
+    from cardcage.platforms import kernels
+    from cardcage_demo_cpu.evidence import EVIDENCE
+
+    generator = torch.Generator().manual_seed(0)
+    norm, silu = RMSNorm(64, eps=1e-6), SiluAndMul()
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(64, generator=generator))
+    x, residual = (torch.randn(3, 64, generator=generator) for _ in range(2))
+    gate_up = torch.randn(3, 128, generator=generator)
+    fused, want = norm(x, residual), norm.forward_native(x, residual)
+    close = {
+        "rms_norm": torch.allclose(norm(x), norm.forward_native(x), atol=1e-5, rtol=1e-5),
+        "fused_add_rms_norm": all(
+            torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(fused, want, strict=True)
+        ),
+        "silu_and_mul": torch.allclose(silu(gate_up), silu.forward_native(gate_up)),
+    }
+    ops = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+    return {
+        "close": close,
+        "counts": {op: EVIDENCE.count("kernel", op) for op in ops},
+        "in_effect": kernels.in_effect(),
+    }
+
+
+STEPS = {
+    **probe.STEPS,
+    "imported": _imported,
+    "table": _table,
+    "answers": _answers,
+    "kernels": _kernels,
+}
 
 
 if __name__ == "__main__":
