@@ -10,14 +10,14 @@ its memory pool, the hook writes one JSON line to ``$CC_ENGINE_PROBE`` with the 
 scheduler's allocator and of the KV cache behind it, and what the selected platform answers, in
 that release's own names, to the questions SGLang asks about KV pools and graphs.
 
-In the scheduler, where SGLang's model runner is imported, a second hook (AROUND
-``ModelRunner.forward``) counts demo-cpu's kernel calls (its ``kernel`` evidence) per forward
-mode, prefill (``extend``) and ``decode``, into ``$CC_ENGINE_PROBE.kernels.<pid>.json``.
+Once a scheduler is built, the same hook wraps its model runner's class ``forward`` so that each
+forward counts demo-cpu's kernel calls (its ``kernel`` evidence) under its forward mode, prefill
+(``extend``) and ``decode``, into ``$CC_ENGINE_PROBE.kernels.<pid>.json``.
 
-It observes and changes nothing: the hooks return None (SGLang keeps ``__init__``'s result) or
-what the model runner returned, and each registers only where SGLang has already imported its
-target's module (the scheduler's in the launcher and the scheduler, the model runner's in the
-scheduler), so the probe never imports an SGLang module a process would not import anyway.
+It observes and changes nothing: the hook returns None (SGLang keeps ``__init__``'s result), the
+wrapper returns what the model runner returned, and the plugin registers only where SGLang has
+already imported its scheduler module (the launcher and the scheduler), so the probe never
+imports an SGLang module a process would not import anyway.
 Not part of any package: it is the scenario's harness, not a vendor example.
 """
 
@@ -32,7 +32,6 @@ from typing import Any
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 SCHEDULER_INIT = f"{SCHEDULER_MODULE}.Scheduler.__init__"
 MODEL_RUNNER_MODULE = "sglang.srt.model_executor.model_runner"
-MODEL_RUNNER_FORWARD = f"{MODEL_RUNNER_MODULE}.ModelRunner.forward"
 #: demo-cpu's kernels, as its ``kernel`` evidence names them.
 KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
 #: forward mode -> op -> kernel calls, in this process.
@@ -97,6 +96,13 @@ def _after_scheduler_init(result: None, scheduler: Any, *args: Any, **kwargs: An
     }
     with Path(os.environ[REPORT_ENV]).open("a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
+    runner = sys.modules[MODEL_RUNNER_MODULE].ModelRunner
+    original = runner.forward
+
+    def forward(self: Any, forward_batch: Any, *args: Any, **kwargs: Any) -> Any:
+        return _count_kernels(original, self, forward_batch, *args, **kwargs)
+
+    runner.forward = forward  # this scheduler's requests, from now on
 
 
 def _count_kernels(
@@ -119,13 +125,9 @@ def _count_kernels(
 
 
 def register() -> None:
-    """SGLang's general-plugin entry point: hook the scheduler where SGLang has imported it, and
-    the model runner where it has imported that."""
-    if not os.environ.get(REPORT_ENV):
+    """SGLang's general-plugin entry point: hook the scheduler where SGLang has imported it."""
+    if not os.environ.get(REPORT_ENV) or SCHEDULER_MODULE not in sys.modules:
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
-    if SCHEDULER_MODULE in sys.modules:
-        HookRegistry.register(SCHEDULER_INIT, _after_scheduler_init, HookType.AFTER)
-    if MODEL_RUNNER_MODULE in sys.modules:
-        HookRegistry.register(MODEL_RUNNER_FORWARD, _count_kernels, HookType.AROUND)
+    HookRegistry.register(SCHEDULER_INIT, _after_scheduler_init, HookType.AFTER)
