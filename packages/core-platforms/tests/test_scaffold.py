@@ -204,7 +204,11 @@ def test_an_srt_plugin_has_no_diffusion_half_and_no_vllm_section() -> None:
     assert "src/acme_npu_plugin/_probe.py" in files
     assert not any("diffusion" in path or "vllm" in path for path in files)
     project = tomllib.loads(files["pyproject.toml"])
-    assert set(project["project"]["entry-points"]) == {"sglang.srt.platforms", "sglang.srt.plugins"}
+    assert set(project["project"]["entry-points"]) == {
+        "sglang.srt.platforms",
+        "sglang.srt.plugins",
+        "cardcage.env_registries",
+    }
     assert "diffusion" not in project["project"]["optional-dependencies"]
 
 
@@ -245,6 +249,7 @@ def test_the_pyproject_carries_the_vendors_names_and_metadata() -> None:
     assert project["entry-points"] == {
         "sglang.srt.platforms": {"acme_npu": "acme_npu_plugin:activate"},
         "sglang.srt.plugins": {"acme_npu": "acme_npu_plugin.hooks:register"},
+        "cardcage.env_registries": {"acme_npu": "acme_npu_plugin.envs:ENV_VARS"},
         "sglang.multimodal_gen.platforms": {"acme_npu": "acme_npu_plugin.diffusion:activate"},
         "sglang.multimodal_gen.plugins": {"acme_npu": "acme_npu_plugin.diffusion.hooks:register"},
         "vllm.platform_plugins": {"acme_npu": "acme_npu_plugin:activate"},

@@ -34,6 +34,7 @@ _FILES: tuple[tuple[str, str, str | None], ...] = (
     ("package/device.py", "src/{package}/device.py", None),
     ("package/platform.py", "src/{package}/platform.py", None),
     ("package/hooks.py", "src/{package}/hooks.py", None),
+    ("package/kernels.py", "src/{package}/kernels.py", None),
     ("package/py.typed", "src/{package}/py.typed", None),
     ("package/vllm_section.py", "src/{package}/vllm_section.py", "vllm"),
     ("package/diffusion/__init__.py", "src/{package}/diffusion/__init__.py", "diffusion"),
@@ -43,6 +44,7 @@ _FILES: tuple[tuple[str, str, str | None], ...] = (
     ("tests/test_activate.py", "tests/test_activate.py", None),
     ("tests/test_platform.py", "tests/test_platform.py", None),
     ("tests/test_hooks.py", "tests/test_hooks.py", None),
+    ("tests/test_kernels.py", "tests/test_kernels.py", None),
     ("tests/test_vllm_section.py", "tests/test_vllm_section.py", "vllm"),
     ("tests/test_diffusion.py", "tests/test_diffusion.py", "diffusion"),
 )
