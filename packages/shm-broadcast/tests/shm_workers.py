@@ -93,9 +93,11 @@ def stress_reader(handle: Handle, rank: int, n: int, conn: Connection) -> None:
     q.close()
 
 
-def writer_then_hang(n: int, chunk: int, chunks: int, conn: Connection) -> None:
+def writer_then_hang(
+    n: int, chunk: int, chunks: int, conn: Connection, latency_first: bool = False
+) -> None:
     """Be the writer of a 1-reader queue: send the handle, publish ``n`` messages, then hang."""
-    q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=chunks)
+    q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=chunks, latency_first=latency_first)
     conn.send(q.export_handle())
     if conn.recv() == "ready":
         q.wait_until_ready(timeout=30)
@@ -340,3 +342,38 @@ def serve(conn: Connection) -> None:
     while (job := conn.recv()) is not None:
         handle, rank, ops = job
         conn.send(("done", run_ops(handle, rank, ops, conn)))
+
+
+def wait_in_empty_queue(handle: Handle, rank: int, timeout: float, conn: Connection) -> None:
+    """Attach with this process's own environment saying nothing about latency-first mode and
+    the default busy window, wait ``timeout`` s for a message that never comes, and report how
+    the wait ended and how often the reader parked on its futex."""
+    os.environ["CARDCAGE_SHM_LATENCY_FIRST"] = "0"  # the handle decides, not the reader
+    os.environ.pop("CARDCAGE_SHM_BUSY_US", None)
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send("ready")
+    try:
+        q.dequeue(timeout=timeout)
+        ended = "message"
+    except QueueTimeoutError:
+        ended = "QueueTimeoutError"
+    reader = q._reader
+    assert reader is not None
+    conn.send((q.latency_first, ended, reader.parks))
+    conn.recv()
+    q.close()
+
+
+def wait_for_one_message(handle: Handle, rank: int, conn: Connection) -> None:
+    """Attach (default busy window), report ready, receive one message, report it and the
+    number of futex parks the wait took."""
+    os.environ.pop("CARDCAGE_SHM_BUSY_US", None)
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send("ready")
+    msg = q.dequeue(timeout=30)
+    reader = q._reader
+    assert reader is not None
+    conn.send((msg, reader.parks))
+    q.close()
