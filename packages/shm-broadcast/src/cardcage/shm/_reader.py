@@ -165,7 +165,7 @@ class _Pace:
 
     def restart(self, reader: RingReader, deadline: float | None, now: float) -> None:
         """Open the polling and busy windows again, from ``now`` (the start, or a wake-up)."""
-        self.spin_end, self.busy_end = now + reader.spin_s, now + reader.busy_s
+        self.spin_end, self.busy_end = now + reader.spin_s, now + reader.read_busy_s
         if deadline is not None and deadline < self.spin_end:
             self.spin_end = deadline  # timeout=0 stays a poll
 
@@ -183,8 +183,9 @@ class RingReader(Endpoint):
     def __init__(self, ring: ShmRingBuffer, rank: int, latency_first: bool = False) -> None:
         super().__init__(ring)
         self.latency_first = latency_first
-        if latency_first:
-            self.busy_s = math.inf
+        #: the busy window of a wait for a message: endless in latency-first mode. Collectives
+        #: keep ``busy_s`` (they park in both modes, see ``_collective._pacer``).
+        self.read_busy_s = math.inf if latency_first else self.busy_s
         if not 0 <= rank < ring.n_reader:
             raise AttachError(ring.name, f"local reader rank {rank} not in [0, {ring.n_reader})")
         self.rank = rank
@@ -244,9 +245,9 @@ class RingReader(Endpoint):
         """Return once fragment ``k`` is published in descriptor word ``d``, or, when ``have``
         is not ``_WHOLE``, once it is being streamed with more than ``have`` bytes in.
 
-        Polls for ``spin_s``, then calls ``sched_yield`` until ``busy_s`` has passed, then parks
-        on the descriptor's futex (see ``_park``); a latency-first reader's busy window never
-        ends, so it yields until the fragment, the deadline, a close, a dead writer or a
+        Polls for ``spin_s``, then calls ``sched_yield`` until ``read_busy_s`` has passed, then
+        parks on the descriptor's futex (see ``_park``); a latency-first reader's busy window
+        never ends, so it yields until the fragment, the deadline, a close, a dead writer or a
         ``shutdown()``. The caller then loads ``seq`` (or ``pseq``) again through
         ``load_acquire`` before it reads the descriptor: this wait only says *when*, never
         orders a load.
