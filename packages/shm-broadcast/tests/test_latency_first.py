@@ -227,3 +227,27 @@ def test_an_invalid_latency_first_value_is_a_typed_error_naming_the_variable(
     assert "unset CARDCAGE_SHM_LATENCY_FIRST" in str(info.value)
     with pytest.raises(TypeError, match="latency_first must be True, False or None"):
         MessageQueue(1, 1, max_chunk_bytes=CHUNK, max_chunks=1, latency_first="yes")  # type: ignore[arg-type]
+
+
+def test_a_latency_first_reader_in_a_collective_still_detects_a_dead_writer(
+    spawn: SpawnContext,
+) -> None:
+    # Collectives wait as in the default mode (they park and check the writer's pid between
+    # parks); a collective that inherited the endless busy window would never check it, and
+    # would end in a timeout instead.
+    parent, child = spawn.Pipe()
+    writer = spawn.Process(target=shm_workers.writer_then_hang, args=(0, CHUNK, 4, child, True))
+    writer.start()
+    q = MessageQueue.create_from_handle(shm_workers.recv(parent), 0)
+    try:
+        assert q.latency_first
+        parent.send("ready")
+        q.wait_until_ready(timeout=30)
+        assert shm_workers.recv(parent) == "published"
+        os.kill(writer.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        writer.join(10)
+        with pytest.raises(WriterDiedError) as info:
+            q.barrier(timeout=30)
+        assert info.value.pid == writer.pid
+    finally:
+        q.close()
