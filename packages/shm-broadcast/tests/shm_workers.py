@@ -184,9 +184,16 @@ def busy(seconds: float) -> None:  # pragma: no cover - helper for manual runs
 
 
 def process_group_member(
-    rank: int, world: int, init_file: str, writer_rank: int, conn: Connection
+    rank: int,
+    world: int,
+    init_file: str,
+    writer_rank: int,
+    conn: Connection,
+    latency_first_on_writer: bool = False,
 ) -> None:
-    """One rank of a gloo group: build the queue collectively, broadcast, report digests."""
+    """One rank of a gloo group: build the queue collectively, broadcast, report digests and
+    the queue's waiting mode. ``latency_first_on_writer``: the writer rank asks for
+    latency-first mode and every other rank explicitly for the default."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -195,7 +202,11 @@ def process_group_member(
 
         same = in_the_same_node_as(dist.group.WORLD, source_rank=writer_rank)
         q = MessageQueue.create_from_process_group(
-            dist.group.WORLD, max_chunk_bytes=512, max_chunks=4, writer_rank=writer_rank
+            dist.group.WORLD,
+            max_chunk_bytes=512,
+            max_chunks=4,
+            writer_rank=writer_rank,
+            latency_first=latency_first_on_writer and rank == writer_rank,
         )
         got = []
         for i in range(20):
@@ -203,7 +214,7 @@ def process_group_member(
             got.append(digest(q.broadcast_object(payload if rank == writer_rank else None)))
         dist.barrier()
         q.close()
-        conn.send((same, got))
+        conn.send((same, got, q.latency_first))
     finally:
         dist.destroy_process_group()
 
