@@ -8,17 +8,25 @@ slots), the same payload objects and the same harness, each driven only through 
    for ``bytes`` and for a pickled ``(seq, bytes)`` tuple;
 2. throughput of back-to-back messages, and the CPU time all processes spend per message;
 3. idle CPU of a reader blocked in ``dequeue`` after 100 ms without traffic, and the cold-wake
-   latency of the first message after such an idle period, with the floor this machine sets
-   for any reader that sleeps: the same idle, then a bare futex wake between two processes
-   (``ctypes`` syscall on a shared word, no queue), and a pipe wake for comparison;
+   latency of the first message after such an idle period, with the floors this machine sets:
+   the same idle, then a bare futex wake between two processes (``ctypes`` syscall on a shared
+   word, no queue: what any reader that sleeps pays), a bare spin (a ``sched_yield`` loop
+   polling the word: what any reader that never sleeps pays), and a pipe wake for comparison;
 4. ``import cardcage.shm`` against ``python -c pass`` (budget 1.3x: every name is exported
    lazily), and what creating a queue costs, with the share of the stale-segment sweep that
    creation runs, measured with ``/dev/shm`` holding enough live segments of another process
    that the sweep examines its full cap.
 
+cardcage runs in both waiting modes, each a queue of its own in the same rounds: the default
+(readers park after a 1 ms busy window) and latency-first (``MessageQueue(latency_first=True)``:
+readers never park). Every row is printed for the default mode against SGLang; the latency-first
+mode's cold wake is budgeted against SGLang's, and each of its other rows is printed against the
+default mode's (budgeted at 1.0 where the trial's processes do not outnumber the CPUs), then one
+side-by-side table shows both modes with the floors and idle CPU.
+
 Every trial is one writer and N readers in fresh ``spawn``ed processes (handles travel pickled),
 with a per-reader reverse queue of the same implementation for acknowledgements. Trials of the
-two implementations alternate (ABAB..., the order flipping every round) so drift on a shared
+three queues alternate (their order rotating every round and reader count) so drift on a shared
 machine hits both alike. With one reader the writer and reader are pinned to CPUs 0 and 1; with
 more readers than spare CPUs the rows are oversubscribed and say so.
 
@@ -93,7 +101,13 @@ SEED = 20261130
 
 #: one-way p50 budgets, 1 writer 1 reader (DESIGN.md section 7): ratio to SGLang's queue
 LATENCY_BUDGETS = {64: 0.35, 1 << 20: 0.35, 16 << 20: 0.2}
-IDLE_CPU_LIMIT = 1.0  # % of a core, reader idle for > 100 ms
+IDLE_CPU_LIMIT = 1.0  # % of a core, reader idle for > 100 ms (default mode)
+#: latency-first cold wake / SGLang's cold wake, 1-3 readers (DESIGN.md section 7)
+LATENCY_FIRST_COLD_BUDGET = 1.0
+#: default-mode cold wake / this machine's bare futex wake (DESIGN.md section 7)
+DEFAULT_COLD_FLOOR_BUDGET = 1.3
+#: latency-first / default mode on every other row, where processes do not outnumber CPUs
+MODE_BUDGET = 1.0
 IDLE_GRACE_S = 0.1  # the budget starts after this long without traffic
 IMPORT_BUDGET = 1.3  # import cardcage.shm / python -c pass
 #: the stale-segment sweep's share of creating a 4 MiB x 6 queue, with a full cap to examine
@@ -121,7 +135,9 @@ FULL = Settings(
     readers=(1, 2, 3),
     latency_iters={64: 2000, 4096: 2000, 1 << 20: 200, 16 << 20: 20},
     throughput_msgs={64: 10000, 4096: 10000, 1 << 20: 500, 16 << 20: 30},
-    idle_reps=3,
+    # Cold wakes are bimodal where processes outnumber CPUs (a reader on a CPU, or one waiting
+    # a time slice, ~2 ms, for it): 3 a trial let a budgeted median flip between the two modes.
+    idle_reps=8,
     idle_window_s=0.6,
     trial_timeout_s=600.0,
     startup_rounds=20,
@@ -282,16 +298,29 @@ class Impl:
         """Release the queue at the end of a trial."""
 
 
-class Ours(Impl):
-    name = "cardcage"
+DEFAULT = "cardcage"
+LATENCY_FIRST = "cardcage latency-first"
 
-    def __init__(self) -> None:
+
+class Ours(Impl):
+    """cardcage.shm in one waiting mode; readers take it from the handle, as in production."""
+
+    name = DEFAULT
+
+    def __init__(self, latency_first: bool) -> None:
         from cardcage.shm import MessageQueue
 
         self.cls = MessageQueue
+        self.latency_first = latency_first
 
     def writer(self, n_reader: int, slot_bytes: int, slots: int) -> tuple[Any, bytes]:
-        q = self.cls(n_reader, n_reader, max_chunk_bytes=slot_bytes, max_chunks=slots)
+        q = self.cls(
+            n_reader,
+            n_reader,
+            max_chunk_bytes=slot_bytes,
+            max_chunks=slots,
+            latency_first=self.latency_first,
+        )
         return q, pickle.dumps(q.export_handle())
 
     def attach(self, handle: bytes, rank: int) -> Any:
@@ -322,7 +351,9 @@ class Anchor(Impl):
 
 
 def make_impl(name: str, anchor_path: str) -> Impl:
-    return Ours() if name == "cardcage" else Anchor(anchor_path)
+    if name in (DEFAULT, LATENCY_FIRST):
+        return Ours(latency_first=name == LATENCY_FIRST)
+    return Anchor(anchor_path)
 
 
 # -- payloads and checks ---------------------------------------------------------------------------
@@ -580,7 +611,10 @@ def writer_main(
 
 # -- the cold-wake floor: a bare wake after the same idle, no queue ------------------------------
 
-FLOOR_MECHANISMS = ("futex", "pipe")
+#: futex: what a reader that sleeps pays; spin: what a reader that never sleeps pays (the
+#: latency-first mode's floor); pipe: another way to sleep, for comparison
+FLOOR_MECHANISMS = ("futex", "spin", "pipe")
+_SHARED_WORD = ("futex", "spin")  # mechanisms that wait on word 0 of a shared page
 _FUTEX_NR = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(
     platform.machine().lower()
 )
@@ -602,11 +636,12 @@ def floor_reader(mech: str, path: str, rank: int, conn: Connection, cpu: int | N
     """Sleep until the writer's wake, stamp the time, report it; ``n`` times, then exit.
 
     futex: parks on word 0 of a shared page with the queue's bound (``PARK_S``, 100 ms), as a
-    parked queue reader does; pipe: blocks in ``read()`` on its own FIFO.
+    parked queue reader does; spin: polls that word with ``os.sched_yield()`` between loads, as
+    a latency-first queue reader does; pipe: blocks in ``read()`` on its own FIFO.
     """
     _pin(cpu)
     perf = time.perf_counter_ns
-    if mech == "futex":
+    if mech in _SHARED_WORD:
         syscall = _futex()
         fd = os.open(path, os.O_RDWR)
         mm = mmap.mmap(fd, mmap.PAGESIZE)
@@ -618,9 +653,15 @@ def floor_reader(mech: str, path: str, rank: int, conn: Connection, cpu: int | N
         ts = ctypes.byref(bound)
         conn.send("ready")
         seen = 0
+        spin = mech == "spin"
+        yield_cpu = os.sched_yield
         while True:
-            while (v := u[0]) == seen:
-                syscall(_FUTEX_NR, addr, 0, ctypes.c_uint32(v & 0xFFFFFFFF), ts, None, 0)
+            if spin:
+                while (v := u[0]) == seen:
+                    yield_cpu()
+            else:
+                while (v := u[0]) == seen:
+                    syscall(_FUTEX_NR, addr, 0, ctypes.c_uint32(v & 0xFFFFFFFF), ts, None, 0)
             t1 = perf()
             seen = v
             if v >= _FLOOR_STOP:
@@ -663,8 +704,9 @@ def floor_writer(
     for c in conns:
         c.recv()
     samples: list[float] = []
-    if mech == "futex":
+    if mech in _SHARED_WORD:
         syscall = _futex()
+        wake = mech == "futex"  # a spinning reader needs no wake-up call
         fd = os.open(path, os.O_RDWR)
         mm = mmap.mmap(fd, mmap.PAGESIZE)
         os.close(fd)
@@ -675,7 +717,8 @@ def floor_writer(
             time.sleep(settings.idle_window_s)
             t0 = perf()
             u[0] = i
-            syscall(_FUTEX_NR, addr, 1, 2**31 - 1, None, None, 0)
+            if wake:
+                syscall(_FUTEX_NR, addr, 1, 2**31 - 1, None, None, 0)
             for r in range(n_reader):
                 deadline = time.monotonic() + 10
                 while u[8 * (r + 1) + 1] != i:
@@ -758,7 +801,7 @@ def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]
     """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
     with tempfile.TemporaryDirectory(prefix="cardcage-bench-floor-") as tmp:
         path = os.path.join(tmp, "wake")
-        if mech == "futex":
+        if mech in _SHARED_WORD:
             with open(path, "wb") as f:
                 f.truncate(os.sysconf("SC_PAGE_SIZE"))
         else:
@@ -807,7 +850,7 @@ def run_trial(impl_name: str, anchor_path: str, n_reader: int, settings: Setting
         result.failures.append(f"a process exited abnormally (exit codes {codes})")
     # Only our segments: on a shared machine other processes come and go in /dev/shm too.
     leaked = sorted(n for n in shm_entries() - before if n.startswith("cardcage-shm-"))
-    if leaked and impl_name == "cardcage":
+    if leaked and impl_name in (DEFAULT, LATENCY_FIRST):
         result.failures.append(f"/dev/shm entries left behind: {leaked}")
     return result
 
@@ -872,8 +915,13 @@ class Versus:
         return [vs_sglang(group, name, unit, mine(ours), other(theirs), **extra)]
 
 
-def versus(trials: dict[tuple[str, int], list[TrialResult]], n_reader: int, anchor: str) -> Versus:
-    return Versus(n_reader, trials[("cardcage", n_reader)], trials[(anchor, n_reader)])
+Trials = dict[tuple[str, int], list[TrialResult]]
+Floors = dict[tuple[str, int], list[list[float]]]
+
+
+def versus(trials: Trials, n_reader: int, mine: str, other: str) -> Versus:
+    """``mine``'s trials against ``other``'s (``Versus.ours`` / ``Versus.theirs``)."""
+    return Versus(n_reader, trials[(mine, n_reader)], trials[(other, n_reader)])
 
 
 def round_spread(
@@ -904,12 +952,20 @@ def measured(attr: str, size: int) -> Callable[[TrialResult], list[float]]:
     return samples
 
 
-def latency_rows(
-    trials: dict[tuple[str, int], list[TrialResult]], n_reader: int, anchor: str
-) -> list[Result]:
+def per_message(size: int) -> Callable[[TrialResult], list[float]]:
+    """A trial's back-to-back time per message at ``size`` (1 / throughput, in µs): the
+    throughput row as a cost, so that lower is better like every other row of a budget."""
+    return lambda t: [1e6 / t.throughput[size]] if t.throughput.get(size) else []
+
+
+def reader_tag(n_reader: int) -> str:
+    return "1 reader, pinned" if n_reader == 1 else f"{n_reader} readers, oversubscribed"
+
+
+def latency_rows(trials: Trials, n_reader: int, anchor: str) -> list[Result]:
     rows: list[Result] = []
-    vs = versus(trials, n_reader, anchor)
-    tag = "1 reader, pinned" if n_reader == 1 else f"{n_reader} readers, oversubscribed"
+    vs = versus(trials, n_reader, DEFAULT, anchor)
+    tag = reader_tag(n_reader)
     for kind in KINDS:
         for size in SIZES:
             samples = latency_of(f"{kind}:{size}")
@@ -929,14 +985,9 @@ def latency_rows(
     return rows
 
 
-def other_rows(
-    trials: dict[tuple[str, int], list[TrialResult]],
-    n_reader: int,
-    anchor: str,
-    floors: dict[tuple[str, int], list[list[float]]] | None = None,
-) -> list[Result]:
+def other_rows(trials: Trials, n_reader: int, anchor: str, floors: Floors) -> list[Result]:
     rows: list[Result] = []
-    vs = versus(trials, n_reader, anchor)
+    vs = versus(trials, n_reader, DEFAULT, anchor)
     tag = f"{n_reader} reader{'s' if n_reader > 1 else ''}"
     for size in SIZES:
         if not all(size in t.throughput for t in vs.ours + vs.theirs):
@@ -967,47 +1018,177 @@ def other_rows(
         "cold", f"cold-wake one-way p50 64 B ({tag}, after idle)", "µs", lambda t: t.cold_wake
     )
     if cold:
-        rows += cold + floor_rows(floors or {}, vs, tag, cold[0])
+        rows += cold + floor_rows(floors, vs, tag, cold[0])
     return rows
 
 
-def floor_rows(
-    floors: dict[tuple[str, int], list[list[float]]], vs: Versus, tag: str, cold: Result
-) -> list[Result]:
-    """What any sleeping reader pays here: a bare wake after the same idle, against SGLang's
-    spinning reader (``cold``'s reference), and the queue's cold wake (``cold``'s value)
-    against the bare futex wake (its floor)."""
+def floor_median(floors: Floors, mech: str, n_reader: int) -> float | None:
+    rounds = floors.get((mech, n_reader))
+    return statistics.median([x for r in rounds for x in r]) if rounds else None
+
+
+def floor_rows(floors: Floors, vs: Versus, tag: str, cold: Result) -> list[Result]:
+    """What any reader pays here without a queue: a bare wake after the same idle, against
+    SGLang's spinning reader (``cold``'s reference), and the default mode's cold wake
+    (``cold``'s value) against the bare futex wake (its floor; budgeted, DESIGN.md section 7)."""
     rows = []
     group = f"cold {vs.n_reader}"
+    what = {
+        "futex": "bare futex wake (ctypes syscall)",
+        "spin": "bare spin (sched_yield loop)",
+        "pipe": "pipe wake (read/write)",
+    }
     for mech in FLOOR_MECHANISMS:
-        rounds = floors.get((mech, vs.n_reader))
-        if not rounds:
+        floor = floor_median(floors, mech, vs.n_reader)
+        if floor is None:
             continue
-        floor = statistics.median([x for r in rounds for x in r])
-        what = "bare futex wake (ctypes syscall)" if mech == "futex" else "pipe wake (read/write)"
         rows.append(
             vs_sglang(
                 group,
-                f"cold-wake floor: {what}, no queue ({tag}, after idle)",
+                f"cold-wake floor: {what[mech]}, no queue ({tag}, after idle)",
                 "µs",
                 floor,
                 cold.reference,
-                spread=round_spread(rounds, (t.cold_wake for t in vs.theirs)),
+                spread=round_spread(floors[(mech, vs.n_reader)], (t.cold_wake for t in vs.theirs)),
             )
         )
         if mech == "futex":
             rows.append(
                 vs_sglang(
                     group,
-                    f"cold wake over its floor: cardcage.shm / bare futex wake ({tag})",
+                    f"cold wake over its floor: default mode / bare futex wake ({tag})",
                     "µs",
                     cold.value,
                     floor,
                     reference_label="bare futex wake",
-                    spread=round_spread((o.cold_wake for o in vs.ours), rounds),
+                    budget=DEFAULT_COLD_FLOOR_BUDGET,
+                    spread=round_spread(
+                        (o.cold_wake for o in vs.ours), floors[(mech, vs.n_reader)]
+                    ),
                 )
             )
     return rows
+
+
+def latency_first_rows(
+    trials: Trials, n_reader: int, anchor: str, floors: Floors, cpus: int
+) -> list[Result]:
+    """The latency-first mode: its cold wake against SGLang's (budgeted) and against the bare
+    spin, its idle CPU (the price, reported), and every other row against the default mode,
+    budgeted at ``MODE_BUDGET`` where the trial's processes fit the CPUs."""
+    rows: list[Result] = []
+    tag = f"{n_reader} reader{'s' if n_reader > 1 else ''}"
+    vs = versus(trials, n_reader, LATENCY_FIRST, anchor)
+    cold = vs.pooled(
+        "cold",
+        f"latency-first cold-wake one-way p50 64 B ({tag}, after idle)",
+        "µs",
+        lambda t: t.cold_wake,
+        budget=LATENCY_FIRST_COLD_BUDGET,
+        spread=round_spread((o.cold_wake for o in vs.ours), (t.cold_wake for t in vs.theirs)),
+    )
+    rows += cold
+    spin = floor_median(floors, "spin", n_reader)
+    if cold and spin is not None:
+        rows.append(
+            vs_sglang(
+                f"cold {n_reader}",
+                f"cold wake over its floor: latency-first / bare spin ({tag})",
+                "µs",
+                cold[0].value,
+                spin,
+                reference_label="bare spin",
+                spread=round_spread((o.cold_wake for o in vs.ours), floors[("spin", n_reader)]),
+            )
+        )
+    rows += vs.pooled(
+        "idle",
+        f"latency-first idle reader CPU, median reader/window ({tag}; its price, reported)",
+        "%",
+        lambda t: t.idle_cpu,
+        reference_label="SGLang median",
+    )
+    modes = versus(trials, n_reader, LATENCY_FIRST, DEFAULT)
+    fits = n_reader + 1 <= cpus
+    budget = MODE_BUDGET if fits else None
+    where = reader_tag(n_reader)
+    for kind in KINDS:
+        for size in SIZES:
+            samples = latency_of(f"{kind}:{size}")
+            for q in (50, 99):
+                rows += modes.pooled(
+                    "modes",
+                    f"latency-first / default: one-way p{q} {kind} {size_label(size)} ({where})",
+                    "µs",
+                    samples,
+                    mine=partial(percentile, q=q),
+                    other=partial(percentile, q=q),
+                    reference_label="default mode",
+                    budget=budget if q == 50 else None,
+                    spread=round_spread(map(samples, modes.ours), map(samples, modes.theirs))
+                    if q == 50
+                    else None,
+                )
+    for size in SIZES:
+        label = size_label(size)
+        rows += modes.pooled(
+            "modes",
+            f"latency-first / default: back-to-back µs per message bytes {label} ({where})",
+            "µs",
+            per_message(size),
+            reference_label="default mode",
+            budget=budget,
+            spread=round_spread(
+                map(per_message(size), modes.ours), map(per_message(size), modes.theirs)
+            ),
+        )
+        rows += modes.pooled(
+            "modes",
+            f"latency-first / default: CPU per message bytes {label} ({tag}, all processes)",
+            "µs",
+            measured("cpu_per_msg", size),
+            reference_label="default mode",
+        )
+    return rows
+
+
+def side_by_side(trials: Trials, floors: Floors, readers: Sequence[int], anchor: str) -> str:
+    """Both modes next to SGLang and the floors: what a user trades, per reader count."""
+    header = (
+        "readers",
+        "64 B one-way p50: default / latency-first / SGLang",
+        "cold wake p50: default / latency-first / SGLang",
+        "floors: bare futex / bare spin",
+        "idle CPU, median reader: default / latency-first / SGLang",
+    )
+
+    def number(value: float) -> str:
+        return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
+
+    def med(name: str, n: int, samples: Callable[[TrialResult], Sequence[float]]) -> str:
+        values = [x for t in trials.get((name, n), []) for x in samples(t)]
+        return number(statistics.median(values)) if values else "-"
+
+    def floor(mech: str, n: int) -> str:
+        value = floor_median(floors, mech, n)
+        return "-" if value is None else number(value)
+
+    names = (DEFAULT, LATENCY_FIRST, anchor)
+    rows = [header]
+    for n in readers:
+        rows.append(
+            (
+                str(n),
+                " / ".join(med(name, n, latency_of("bytes:64")) for name in names) + " µs",
+                " / ".join(med(name, n, lambda t: t.cold_wake) for name in names) + " µs",
+                f"{floor('futex', n)} / {floor('spin', n)} µs",
+                " / ".join(med(name, n, lambda t: t.idle_cpu) for name in names) + " %",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
 
 
 # -- start-up and queue creation ----------------------------------------------------------------
@@ -1141,13 +1322,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f", pyzmq {env['pyzmq']}, ring {env['ring']}\n",
             flush=True,
         )
-        trials: dict[tuple[str, int], list[TrialResult]] = {}
-        floors: dict[tuple[str, int], list[list[float]]] = {}
+        trials: Trials = {}
+        floors: Floors = {}
+        queues = [DEFAULT, LATENCY_FIRST, anchor]
         failures: list[str] = []
         for rnd in range(settings.rounds):
             for n in settings.readers:
-                order = ["cardcage", anchor] if (rnd + n) % 2 == 0 else [anchor, "cardcage"]
-                for name in order:
+                shift = (rnd + n) % len(queues)
+                for name in queues[shift:] + queues[:shift]:
                     progress(f"round {rnd + 1}/{settings.rounds}: {name}, {n} reader(s)")
                     t = run_trial(name, str(anchor_file), n, settings)
                     trials.setdefault((name, n), []).append(t)
@@ -1164,18 +1346,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         results += latency_rows(trials, n, anchor)
     for n in settings.readers:
         results += other_rows(trials, n, anchor, floors)
+    cpus = env["cpus"]
+    for n in settings.readers:
+        results += latency_first_rows(trials, n, anchor, floors, cpus)
     results += startup + creation
     elapsed = time.perf_counter() - started
     print(table(results))
+    print("\nBoth waiting modes side by side (medians over every round):\n")
+    print(side_by_side(trials, floors, settings.readers, anchor))
     print(
-        "\nvalue: cardcage.shm; reference: SGLang's MessageQueue, same run, same geometry, both "
-        "through enqueue()/dequeue().\nratio = value / reference (throughput: higher is better); "
+        "\nvalue: cardcage.shm (default mode unless the row says latency-first); reference: "
+        "SGLang's MessageQueue (or the row's), same run, same geometry, all through "
+        "enqueue()/dequeue().\nratio = value / reference (throughput: higher is better); "
         "(25-75 %) is the spread of the per-round p50 ratio. One-way = reader's return from\n"
         "dequeue - writer's call of enqueue (CLOCK_MONOTONIC). Idle CPU: every thread of a reader "
         f"blocked in dequeue, measured from {IDLE_GRACE_S * 1e3:.0f} ms after the last message."
         "\nCold-wake floor: the same idle and pinning, then one bare wake between processes (no "
         "queue, no Python beyond the call); its ratio is to SGLang's cold wake, whose reader "
-        "never sleeps."
+        "never sleeps; the bare spin is the floor of a reader that never sleeps."
     )
     if failures:
         print("\nINTEGRITY FAILURES:")

@@ -93,9 +93,11 @@ def stress_reader(handle: Handle, rank: int, n: int, conn: Connection) -> None:
     q.close()
 
 
-def writer_then_hang(n: int, chunk: int, chunks: int, conn: Connection) -> None:
+def writer_then_hang(
+    n: int, chunk: int, chunks: int, conn: Connection, latency_first: bool = False
+) -> None:
     """Be the writer of a 1-reader queue: send the handle, publish ``n`` messages, then hang."""
-    q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=chunks)
+    q = MessageQueue(1, 1, max_chunk_bytes=chunk, max_chunks=chunks, latency_first=latency_first)
     conn.send(q.export_handle())
     if conn.recv() == "ready":
         q.wait_until_ready(timeout=30)
@@ -182,9 +184,16 @@ def busy(seconds: float) -> None:  # pragma: no cover - helper for manual runs
 
 
 def process_group_member(
-    rank: int, world: int, init_file: str, writer_rank: int, conn: Connection
+    rank: int,
+    world: int,
+    init_file: str,
+    writer_rank: int,
+    conn: Connection,
+    latency_first_on_writer: bool = False,
 ) -> None:
-    """One rank of a gloo group: build the queue collectively, broadcast, report digests."""
+    """One rank of a gloo group: build the queue collectively, broadcast, report digests and
+    the queue's waiting mode. ``latency_first_on_writer``: the writer rank asks for
+    latency-first mode and every other rank explicitly for the default."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -193,7 +202,11 @@ def process_group_member(
 
         same = in_the_same_node_as(dist.group.WORLD, source_rank=writer_rank)
         q = MessageQueue.create_from_process_group(
-            dist.group.WORLD, max_chunk_bytes=512, max_chunks=4, writer_rank=writer_rank
+            dist.group.WORLD,
+            max_chunk_bytes=512,
+            max_chunks=4,
+            writer_rank=writer_rank,
+            latency_first=latency_first_on_writer and rank == writer_rank,
         )
         got = []
         for i in range(20):
@@ -201,7 +214,7 @@ def process_group_member(
             got.append(digest(q.broadcast_object(payload if rank == writer_rank else None)))
         dist.barrier()
         q.close()
-        conn.send((same, got))
+        conn.send((same, got, q.latency_first))
     finally:
         dist.destroy_process_group()
 
@@ -340,3 +353,38 @@ def serve(conn: Connection) -> None:
     while (job := conn.recv()) is not None:
         handle, rank, ops = job
         conn.send(("done", run_ops(handle, rank, ops, conn)))
+
+
+def wait_in_empty_queue(handle: Handle, rank: int, timeout: float, conn: Connection) -> None:
+    """Attach with this process's own environment saying nothing about latency-first mode and
+    the default busy window, wait ``timeout`` s for a message that never comes, and report how
+    the wait ended and how often the reader parked on its futex."""
+    os.environ["CARDCAGE_SHM_LATENCY_FIRST"] = "0"  # the handle decides, not the reader
+    os.environ.pop("CARDCAGE_SHM_BUSY_US", None)
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send("ready")
+    try:
+        q.dequeue(timeout=timeout)
+        ended = "message"
+    except QueueTimeoutError:
+        ended = "QueueTimeoutError"
+    reader = q._reader
+    assert reader is not None
+    conn.send((q.latency_first, ended, reader.parks))
+    conn.recv()
+    q.close()
+
+
+def wait_for_one_message(handle: Handle, rank: int, conn: Connection) -> None:
+    """Attach (default busy window), report ready, receive one message, report it and the
+    number of futex parks the wait took."""
+    os.environ.pop("CARDCAGE_SHM_BUSY_US", None)
+    q = MessageQueue.create_from_handle(handle, rank)
+    q.wait_until_ready(timeout=30)
+    conn.send("ready")
+    msg = q.dequeue(timeout=30)
+    reader = q._reader
+    assert reader is not None
+    conn.send((msg, reader.parks))
+    q.close()

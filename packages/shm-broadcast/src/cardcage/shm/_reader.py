@@ -14,6 +14,7 @@ that it aborted, is dropped), or store a word other than this reader's own line.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import time
@@ -150,11 +151,41 @@ class _ScratchSink:
             return pickle.loads(view) if self.pickled else view.tobytes()
 
 
-class RingReader(Endpoint):
-    """The reading end of local reader ``rank``."""
+class _Pace:
+    """Where one ``RingReader.wait`` stands: when its polling and its busy window end, when it
+    next checks the writer's pid and logs the slow-wait warning."""
 
-    def __init__(self, ring: ShmRingBuffer, rank: int) -> None:
+    __slots__ = ("busy_end", "next_check", "next_warn", "spin_end", "start")
+
+    def __init__(self, reader: RingReader, deadline: float | None) -> None:
+        self.start = start = time.monotonic()
+        self.restart(reader, deadline, start)
+        self.next_check = start + LIVENESS_S
+        self.next_warn = start + reader.warn_s if reader.warn_s > 0 else float("inf")
+
+    def restart(self, reader: RingReader, deadline: float | None, now: float) -> None:
+        """Open the polling and busy windows again, from ``now`` (the start, or a wake-up)."""
+        self.spin_end, self.busy_end = now + reader.spin_s, now + reader.read_busy_s
+        if deadline is not None and deadline < self.spin_end:
+            self.spin_end = deadline  # timeout=0 stays a poll
+
+
+class RingReader(Endpoint):
+    """The reading end of local reader ``rank``.
+
+    ``latency_first``: the reader never parks while it waits for a message; it polls, then
+    yields the CPU in a loop until the message, its deadline, a close, a dead writer or a
+    ``shutdown()`` (the busy window of ``CARDCAGE_SHM_BUSY_US`` without an end). That keeps a
+    core busy for as long as it waits, in exchange for reacting to the first message after an
+    idle spell in microseconds instead of a futex wake-up.
+    """
+
+    def __init__(self, ring: ShmRingBuffer, rank: int, latency_first: bool = False) -> None:
         super().__init__(ring)
+        self.latency_first = latency_first
+        #: the busy window of a wait for a message: endless in latency-first mode. Collectives
+        #: keep ``busy_s`` (they park in both modes, see ``_collective._pacer``).
+        self.read_busy_s = math.inf if latency_first else self.busy_s
         if not 0 <= rank < ring.n_reader:
             raise AttachError(ring.name, f"local reader rank {rank} not in [0, {ring.n_reader})")
         self.rank = rank
@@ -183,6 +214,7 @@ class RingReader(Endpoint):
         self.stream = _sys.NEW_BYTES  # whether fragments may be copied out while streaming
         self.scratch = bytearray()  # _ScratchSink's buffer, reused across messages
         self.delivered = 0
+        self.parks = 0  # futex sleeps so far (diagnostics; a latency-first reader never adds one)
 
     def detach(self) -> None:
         """Tell the writer to stop waiting for this reader."""
@@ -197,7 +229,7 @@ class RingReader(Endpoint):
         while not u[H_READY]:
             if self.cancelled:
                 raise CancelledError
-            if self.check_writer and not _sys.pid_alive(self.writer_pid, self.writer_start):
+            if self._writer_died():
                 self.ring.unlink()
                 raise WriterDiedError(self.writer_pid, 0)
             if deadline is not None and time.monotonic() >= deadline:
@@ -213,82 +245,100 @@ class RingReader(Endpoint):
         """Return once fragment ``k`` is published in descriptor word ``d``, or, when ``have``
         is not ``_WHOLE``, once it is being streamed with more than ``have`` bytes in.
 
-        The caller then loads ``seq`` (or ``pseq``) again through ``load_acquire`` before it
-        reads the descriptor: this wait only says *when*, never orders a load.
+        Polls for ``spin_s``, then calls ``sched_yield`` until ``read_busy_s`` has passed, then
+        parks on the descriptor's futex (see ``_park``); a latency-first reader's busy window
+        never ends, so it yields until the fragment, the deadline, a close, a dead writer or a
+        ``shutdown()``. The caller then loads ``seq`` (or ``pseq``) again through
+        ``load_acquire`` before it reads the descriptor: this wait only says *when*, never
+        orders a load.
         """
-        u = self.u
-        p = d + S_PSEQ
-        streaming = have != _WHOLE
-        start = time.monotonic()
-        spin_end, busy_end = start + self.spin_s, start + self.busy_s
-        if deadline is not None and deadline < spin_end:
-            spin_end = deadline  # timeout=0 stays a poll
-        next_check = start + LIVENESS_S
-        next_warn = start + self.warn_s if self.warn_s > 0 else float("inf")
-        parked = self.line + R_PARKED
-        addr = self.base + d * 8
-        while True:
-            if u[d] == k:
-                return
-            if streaming and u[p] == k and load_acquire(u, p) == k and u[p + 1] > have:
-                return
+        arrived = self._arrival(k, d, have)
+        pace = _Pace(self, deadline)
+        while not arrived():
             if self.cancelled:
                 raise CancelledError
             now = time.monotonic()
-            if now < spin_end:
-                continue
-            if load_acquire(u, H_CLOSED):  # closed is stored after the last publish
-                if u[d] == k:
-                    return
-                self.partial = None
-                raise QueueClosedError
-            if deadline is not None and now >= deadline:
-                raise QueueTimeoutError("dequeue (waiting for a message)", timeout or 0.0)
-            if now < busy_end:
+            if now < pace.spin_end:
+                continue  # poll: a message in flight is a few microseconds away
+            if self._stop_waiting(k, d, deadline, timeout, pace, now):
+                return
+            if now < pace.busy_end:
                 os.sched_yield()
-                continue
-            if now >= next_check:
-                if self.check_writer and not _sys.pid_alive(self.writer_pid, self.writer_start):
-                    # reading /proc is a system call: a full barrier, so this load is fresh
-                    if u[d] == k:
-                        return
-                    self.partial = None
-                    self.ring.unlink()  # survivor cleanup: nobody else will remove the name
-                    raise WriterDiedError(self.writer_pid, self.delivered)
-                next_check = now + LIVENESS_S
-            if now >= next_warn:
-                logger.warning(
-                    "shm broadcast reader %d (pid %d) has waited %.0f s for message %d from "
-                    "writer pid %d",
-                    self.rank,
-                    os.getpid(),
-                    now - start,
-                    k,
-                    self.writer_pid,
-                )
-                next_warn = now + self.warn_s
-            u[parked] = 1
-            _sys.fence()
-            observed = u[d]
-            if (
-                observed != k
-                and not (streaming and u[p] == k and u[p + 1] > have)
-                and not self.cancelled
-                and not u[H_CLOSED]
-            ):
-                self.park_addr = addr
-                wait = PARK_S if deadline is None else min(PARK_S, deadline - now)
-                woken = _sys.futex_wait(addr, observed, wait)
-                self.park_addr = 0
-                if woken and u[d] != k:
-                    # The writer wakes parked readers before it copies a message in (see
-                    # RingWriter._wake_early): spin and yield again rather than park before it
-                    # lands. Timeouts do not restart the window, so an idle reader stays asleep.
-                    now = time.monotonic()
-                    spin_end, busy_end = now + self.spin_s, now + self.busy_s
-                    if deadline is not None and deadline < spin_end:
-                        spin_end = deadline
-            u[parked] = 0
+            elif self._park(d, arrived, deadline, now):
+                pace.restart(self, deadline, time.monotonic())
+
+    def _arrival(self, k: int, d: int, have: int) -> Callable[[], bool]:
+        """The test ``wait`` polls: fragment ``k`` is published in descriptor word ``d``, or
+        (``have`` not ``_WHOLE``) it is streaming with more than ``have`` bytes in."""
+        u = self.u
+        if have == _WHOLE:
+            return lambda: u[d] == k
+        p = d + S_PSEQ
+        return lambda: u[d] == k or (u[p] == k and load_acquire(u, p) == k and u[p + 1] > have)
+
+    def _stop_waiting(
+        self, k: int, d: int, deadline: float | None, timeout: float | None, pace: _Pace, now: float
+    ) -> bool:
+        """Raise if the wait for fragment ``k`` must end without it (the queue closed, the
+        deadline passed, the writer died); log the slow-wait warning when it is due. True when
+        the fragment was published after all, just before the close or the death."""
+        u = self.u
+        if load_acquire(u, H_CLOSED):  # closed is stored after the last publish
+            if u[d] == k:
+                return True
+            self.partial = None
+            raise QueueClosedError
+        if deadline is not None and now >= deadline:
+            raise QueueTimeoutError("dequeue (waiting for a message)", timeout or 0.0)
+        if now >= pace.next_check:
+            if self._writer_died():
+                # reading /proc is a system call: a full barrier, so this load is fresh
+                if u[d] == k:
+                    return True
+                self.partial = None
+                self.ring.unlink()  # survivor cleanup: nobody else will remove the name
+                raise WriterDiedError(self.writer_pid, self.delivered)
+            pace.next_check = now + LIVENESS_S
+        if now >= pace.next_warn:
+            logger.warning(
+                "shm broadcast reader %d (pid %d) has waited %.0f s for message %d from "
+                "writer pid %d",
+                self.rank,
+                os.getpid(),
+                now - pace.start,
+                k,
+                self.writer_pid,
+            )
+            pace.next_warn = now + self.warn_s
+        return False
+
+    def _writer_died(self) -> bool:
+        return self.check_writer and not _sys.pid_alive(self.writer_pid, self.writer_start)
+
+    def _park(
+        self, d: int, arrived: Callable[[], bool], deadline: float | None, now: float
+    ) -> bool:
+        """Sleep on the futex of descriptor word ``d`` for at most ``PARK_S`` (or until the
+        deadline), unless the fragment ``arrived()``, the queue closed or the reader was
+        cancelled once the parked flag is up. True when the writer woke it (not a timeout)
+        before the fragment landed: the writer wakes parked readers before it copies a message
+        in (``RingWriter._wake_early``), so the caller spins and yields again rather than park
+        before it lands; a timeout does not restart that window, so an idle reader stays asleep.
+        """
+        u = self.u
+        parked = self.line + R_PARKED
+        u[parked] = 1
+        _sys.fence()  # the parked store must not pass the loads below (_layout: parking)
+        observed = u[d]
+        woken = False
+        if not arrived() and not self.cancelled and not u[H_CLOSED]:
+            self.park_addr = self.base + d * 8
+            self.parks += 1
+            wait = PARK_S if deadline is None else min(PARK_S, deadline - now)
+            woken = _sys.futex_wait(self.park_addr, observed, wait) and not arrived()
+            self.park_addr = 0
+        u[parked] = 0
+        return woken
 
     def published(self, k: int, d: int, deadline: float | None, timeout: float | None) -> int:
         """Wait until fragment ``k`` (descriptor word ``d``) is wholly published and return its

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import math
 
-from cardcage.hooks.envs import EnvRegistry, EnvVar
+from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool
 from cardcage.hooks.errors import InvalidEnvVarError
 
-__all__ = ["CARDCAGE_SHM_BUSY_US", "CARDCAGE_SHM_WARNING_INTERVAL", "ENV_VARS"]
+__all__ = [
+    "CARDCAGE_SHM_BUSY_US",
+    "CARDCAGE_SHM_LATENCY_FIRST",
+    "CARDCAGE_SHM_WARNING_INTERVAL",
+    "ENV_VARS",
+]
 
 
 def parse_nonnegative_float(name: str, raw: str) -> float:
@@ -49,6 +54,21 @@ CARDCAGE_SHM_BUSY_US: EnvVar[float] = ENV_VARS.add(
         description=(
             "How long a waiting reader or writer spins and yields before it parks on a futex. "
             "Higher: lower latency for sparse traffic, more CPU. Idle processes always park."
+        ),
+    )
+)
+
+CARDCAGE_SHM_LATENCY_FIRST: EnvVar[bool] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_SHM_LATENCY_FIRST",
+        default=False,
+        parser=parse_bool,
+        kind="boolean",
+        description=(
+            "Default of MessageQueue(latency_first=...), read by the writer when it creates a "
+            "queue: its local readers never park, they spin and yield until their timeout "
+            "(CARDCAGE_SHM_BUSY_US without an end), trading a core per waiting reader for the "
+            "first message after idle. Travels in the handle: readers' own setting is ignored."
         ),
     )
 )

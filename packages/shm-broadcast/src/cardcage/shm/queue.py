@@ -31,6 +31,7 @@ from ._payload import Serialized, serialize
 from ._reader import RingReader
 from ._segment import ShmRingBuffer
 from ._writer import RingWriter
+from .envs import CARDCAGE_SHM_LATENCY_FIRST
 from .errors import (
     AttachError,
     CancelledError,
@@ -93,6 +94,21 @@ class Handle:
     #: the writer accepts. Whoever holds the handle can read the queue: keep it secret.
     remote_server_key: bytes | None = None
     remote_client_keys: tuple[bytes, bytes] | None = None
+    #: Local readers never park while they wait (``MessageQueue(latency_first=...)``): the
+    #: writer decides for every reader, since a broadcast step waits for its slowest reader.
+    latency_first: bool = False
+
+
+def _latency_first(requested: bool | None) -> bool:
+    """The queue's waiting mode: ``requested``, or ``CARDCAGE_SHM_LATENCY_FIRST`` when None."""
+    if requested is None:
+        return CARDCAGE_SHM_LATENCY_FIRST.get()
+    if not isinstance(requested, bool):
+        raise TypeError(
+            f"latency_first must be True, False or None (None: read CARDCAGE_SHM_LATENCY_FIRST), "
+            f"got {requested!r}"
+        )
+    return requested
 
 
 class MessageQueue:
@@ -101,6 +117,13 @@ class MessageQueue:
     The constructing process is the writer; readers attach with
     ``MessageQueue.create_from_handle(writer.export_handle(), rank)`` in their own processes,
     then every party calls ``wait_until_ready()``.
+
+    ``latency_first`` (default: ``CARDCAGE_SHM_LATENCY_FIRST``, else False) makes every local
+    reader of the queue wait without ever parking: it polls and yields the CPU until a message,
+    its timeout, a close, a dead writer or ``shutdown()``, as SGLang's and vLLM's readers do.
+    The first message after an idle spell then costs microseconds instead of a futex wake-up,
+    and each waiting reader keeps a core busy. The writer's choice travels in the handle, so
+    every reader of a queue waits the same way whatever its own environment says.
     """
 
     def __init__(
@@ -111,6 +134,7 @@ class MessageQueue:
         max_chunk_bytes: int = DEFAULT_MAX_CHUNK_BYTES,
         max_chunks: int = DEFAULT_MAX_CHUNKS,
         connect_ip: str | None = None,
+        latency_first: bool | None = None,
     ) -> None:
         if not 0 <= n_local_reader <= n_reader:
             raise ValueError(
@@ -133,6 +157,7 @@ class MessageQueue:
         self.n_remote_reader = n_reader - n_local_reader
         self.local_reader_ranks = list(ranks)
         self.connect_ip = connect_ip
+        self.latency_first = _latency_first(latency_first)
         self.shutting_down = False
         self._closed = False
         self._is_writer = True
@@ -188,6 +213,7 @@ class MessageQueue:
             remote_subscribe_addr=None if pub is None else pub.address,
             remote_server_key=None if pub is None else pub.server_public,
             remote_client_keys=None if pub is None else (pub.client_public, pub.client_secret),
+            latency_first=self.latency_first,
         )
 
     @classmethod
@@ -200,6 +226,7 @@ class MessageQueue:
         self.n_remote_reader = self.n_reader - self.n_local_reader
         self.local_reader_ranks = list(handle.local_reader_ranks)
         self.connect_ip = handle.connect_ip
+        self.latency_first = handle.latency_first
         self.shutting_down = False
         self._closed = False
         self._is_writer = False
@@ -247,7 +274,7 @@ class MessageQueue:
             return self._become_remote(handle, rank)
         self.local_reader_rank = handle.local_reader_ranks.index(rank)
         try:
-            self._reader = RingReader(self.buffer, self.local_reader_rank)
+            self._reader = RingReader(self.buffer, self.local_reader_rank, self.latency_first)
         except BaseException:
             self.buffer.close()
             raise
@@ -554,11 +581,13 @@ class MessageQueue:
         max_chunks: int,
         writer_rank: int = 0,
         connect_ip: str | None = None,
+        latency_first: bool | None = None,
     ) -> MessageQueue:
         """Build the queue collectively over a ``torch.distributed`` group (gloo/CPU).
 
         Every rank of ``pg`` calls this; ``writer_rank`` gets the writer, the others readers.
         Ranks on other nodes become remote readers, which needs ``connect_ip`` on the writer.
+        ``latency_first`` counts on the writer rank only (it travels in the handle).
         """
         import torch.distributed as dist
 
@@ -578,6 +607,7 @@ class MessageQueue:
                     max_chunk_bytes=max_chunk_bytes,
                     max_chunks=max_chunks,
                     connect_ip=connect_ip,
+                    latency_first=latency_first,
                 )
             except ShmBroadcastError as exc:
                 broadcast_object(repr(exc), src, pg)
