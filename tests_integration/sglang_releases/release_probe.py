@@ -132,10 +132,26 @@ def _answers() -> dict[str, Any]:
     }
 
 
+#: A Llama's config, all SGLang's ServerArgs reads of a model before the scheduler builds ops.
+_LLAMA_CONFIG = (
+    '{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 512, '
+    '"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, '
+    '"num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256}'
+)
+
+
 def _kernels() -> dict[str, Any]:
+    import tempfile
+
     import torch
     from sglang.srt import platforms
+    from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
 
+    # What SGLang's scheduler does before it builds a model: its server arguments made global
+    # (0.5.12 - 0.5.18's SiluAndMul reads them), then the model runner's init_backend().
+    model = Path(tempfile.mkdtemp())
+    (model / "config.json").write_text(_LLAMA_CONFIG, encoding="utf-8")
+    set_global_server_args_for_scheduler(ServerArgs(model_path=str(model), device="cpu"))
     platforms.current_platform.init_backend()
     from sglang.srt.layers.activation import SiluAndMul
     from sglang.srt.layers.layernorm import RMSNorm
