@@ -59,6 +59,16 @@ be 0.72-0.77 times the printed one. They stay stubbed because the in-tree module
 at module scope: the real torch in each of the ~180 children would add minutes to the run, and
 its probes would make the fallback depend on the machine.
 
+What cardcage's records are made of shows in this row (issue 34). The four named tuples defined
+in the window (``HookSource``, ``HookRecord``, ``LoadedPlugin``, ``DeviceCapability``) are
+``typing.NamedTuple``s: on 2026-12-07, six alternating runs in venvs built like the ``bench``
+session's measured the stdlib row at 0.72 (0.70-0.81 between runs) of SGLang's loader in wall
+time and 0.71 in CPU time with the 0.1 ``TupleRecord`` stand-ins, 0.76 (0.72-0.91) and 0.76 with
+``typing.NamedTuple`` (the first one defined in a process costs about 1 ms, mostly once). The
+thirteen other records defined in the window are plain classes with ``__slots__``: twelve of them
+as dataclasses measured 1.21 (1.15-1.24) in CPU time where the plain classes measured 0.70, about
+0.45 ms a class. docs/reference/records.md lists what each record is.
+
 Benchmarks report, they do not gate: the exit code is 0 even when a budget is missed or a
 measurement fails.
 
@@ -107,7 +117,7 @@ ANCHOR_MEMBERS = (ANCHOR_PLATFORMS, ANCHOR_PLUGINS, ANCHOR_HOOKS)
 PLATFORM_GROUP = "sglang.srt.platforms"
 PLUGIN_GROUP = "sglang.srt.plugins"
 
-LOAD_BUDGET = 0.6
+LOAD_BUDGET = 0.8  # DESIGN §7, revised by issue 34
 SCAN_LIMIT = 1
 IMPORT_BUDGET = 1.3
 

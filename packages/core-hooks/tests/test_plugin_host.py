@@ -68,9 +68,8 @@ def test_the_registry_names_sglang_counterpart_only_for_the_srt_registry(
 
 
 def test_importing_the_host_module_imports_neither_sglang_nor_the_registry_nor_a_room() -> None:
-    # The rooms' index (cardcage.hooks.hosts), the value types (cardcage.hooks._model, which
-    # holds cardcage's plugin-source variable) and their stdlib-only bases (records) come along;
-    # no host's room does.
+    # The rooms' index (cardcage.hooks.hosts) and the value types (cardcage.hooks._model, which
+    # holds cardcage's plugin-source variable) come along; no host's room does.
     code = (
         "import json, sys; import cardcage.hooks.host as h; h.plugin_host(); "
         "print(json.dumps(sorted(m for m in sys.modules "
@@ -84,7 +83,6 @@ def test_importing_the_host_module_imports_neither_sglang_nor_the_registry_nor_a
         "cardcage.hooks._model",
         "cardcage.hooks.host",
         "cardcage.hooks.hosts",
-        "cardcage.hooks.records",
     ]
 
 

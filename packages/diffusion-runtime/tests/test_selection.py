@@ -205,7 +205,7 @@ def test_builtin_probe_order(available: set[str], expected: type, called: list[s
 
         return run
 
-    use_probes(DiffusionProbes(*(probe(n) for n in DiffusionProbes._fields)))
+    use_probes(DiffusionProbes(*(probe(n) for n in DiffusionProbes.__match_args__)))
     assert type(platforms.get_current_platform()) is expected
     assert calls == called
     record = platforms.get_selection_record()

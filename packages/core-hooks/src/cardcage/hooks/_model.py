@@ -11,17 +11,14 @@ around each plugin's import and callback and ``cardcage.hooks.host`` reads: the 
 nothing of ``host`` (its enum, its rehearsals), so a process whose plugins never ask which host
 runs them does not import it.
 
-Import cost: stdlib ``contextvars``, ``enum`` and ``typing``, and ``records``; the named tuples
-are ``TupleRecord``s, which cost a plain class to define.
+Import cost: stdlib ``contextvars``, ``enum`` and ``typing`` only.
 """
 
 from __future__ import annotations
 
 import contextvars
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from .records import TupleRecord
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -38,34 +35,19 @@ class HookType(enum.Enum):
     REPLACE = "replace"  # fn(*args, **kwargs) -> result, or a class
 
 
-class HookSource(TupleRecord):
+class HookSource(NamedTuple):
     """Which plugin registered a hook: its entry-point name and distribution (a named tuple)."""
 
-    __slots__ = ()
-    _fields = ("plugin_name", "dist_name")
-    _field_defaults: ClassVar[dict[str, Any]] = {"dist_name": None}
-
     plugin_name: str
-    dist_name: str | None
-
-    def __new__(cls, plugin_name: str, dist_name: str | None = None) -> HookSource:
-        return tuple.__new__(cls, (plugin_name, dist_name))
+    dist_name: str | None = None
 
 
-class HookRecord(TupleRecord):
+class HookRecord(NamedTuple):
     """One registration: ``(hook_type, hook, source)``, in registration order (a named tuple)."""
-
-    __slots__ = ()
-    _fields = ("hook_type", "hook", "source")
 
     hook_type: HookType
     hook: Callable[..., Any]
     source: HookSource | None
-
-    def __new__(
-        cls, hook_type: HookType, hook: Callable[..., Any], source: HookSource | None
-    ) -> HookRecord:
-        return tuple.__new__(cls, (hook_type, hook, source))
 
 
 # None outside a plugin's import and callback; a HookSource inside.

@@ -5,6 +5,10 @@ type, default and meaning, so ``docs/`` and ``cardcage env`` list the same table
 Values are read from ``os.environ`` on every ``get()`` because launchers set them between imports.
 Booleans accept only ``0/1/true/false`` (any case): ``"yes"`` or ``"2"`` is an error that names the
 variable, never a silent default.
+
+``EnvVar`` is a plain class with ``__slots__`` that writes out its comparison, hash and ``repr``,
+not a dataclass: it is defined inside the start-up window that ``benchmarks/bench_platforms.py``
+budgets (docs/reference/records.md says what it keeps).
 """
 
 from __future__ import annotations
@@ -12,10 +16,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .records import FrozenRecord
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from typing import Self
 
 __all__ = [
     "CARDCAGE_DEFERRED_HOOKS",
@@ -97,11 +100,11 @@ def parse_names(name: str, raw: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-class EnvVar(FrozenRecord, Generic[T]):
+class EnvVar(Generic[T]):
     """One environment variable: its name, type, default and what it means (immutable)."""
 
-    _fields = ("name", "default", "parser", "kind", "description")
-    __slots__ = _fields
+    __match_args__ = ("name", "default", "parser", "kind", "description")
+    __slots__ = __match_args__
 
     name: str
     default: T
@@ -123,6 +126,34 @@ class EnvVar(FrozenRecord, Generic[T]):
         init(self, "parser", parser)
         init(self, "kind", kind)
         init(self, "description", description)
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (self.name, self.default, self.parser, self.kind, self.description)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
 
     def raw(self) -> str | None:
         """The raw string in the environment, or None when unset."""

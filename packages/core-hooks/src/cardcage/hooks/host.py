@@ -17,11 +17,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._model import _current_plugin_source
 from .hosts import hosting_source
-from .records import TupleRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -54,7 +53,7 @@ class Host(enum.Enum):
     VLLM = "vllm"
 
 
-class Rehearsal(TupleRecord):
+class Rehearsal(NamedTuple):
     """``cardcage doctor`` calling plugin code as a host would, where that host is not running.
 
     ``selected`` is the platform class (``module:Class`` or dotted) the rehearsed host is
@@ -62,15 +61,8 @@ class Rehearsal(TupleRecord):
     ``cardcage.platforms.host``) answer from it when the rehearsed host is theirs. A named tuple.
     """
 
-    __slots__ = ()
-    _fields = ("host", "selected")
-    _field_defaults: ClassVar[dict[str, Any]] = {"selected": None}
-
     host: Host
-    selected: str | None
-
-    def __new__(cls, host: Host, selected: str | None = None) -> Rehearsal:
-        return tuple.__new__(cls, (host, selected))
+    selected: str | None = None
 
 
 _rehearsal: contextvars.ContextVar[Rehearsal | None] = contextvars.ContextVar(

@@ -20,6 +20,10 @@ The selected platform comes from the runtime registered for the profile (``cardc
 its ``current_platform`` resolves it, automatic mode included) when there is one, else from the
 selector variable, resolved from metadata only. Nothing here imports a platform package at module
 scope.
+
+Its records are plain classes with ``__slots__`` that write out their comparison, hash and
+``repr``, not dataclasses: they are defined inside the start-up window that
+``benchmarks/bench_platforms.py`` budgets (docs/reference/records.md says what each one keeps).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .envs import (
     CARDCAGE_DEFERRED_HOOKS,
@@ -39,7 +43,6 @@ from .envs import (
 from .log import get_logger
 from .once import COMPLETE, Once
 from .profile import SGLANG_PROFILES, SRT_PROFILE, RuntimeProfile
-from .records import FrozenRecord, Record, TupleRecord
 from .registry import (
     ApplyReport,
     BaseHookRegistry,
@@ -57,6 +60,7 @@ from .snapshot import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+    from typing import Self
 
 __all__ = [
     "GENERAL_PLUGINS_GROUP",
@@ -91,24 +95,14 @@ class _Unset:
 _UNSET = _Unset()
 
 
-class LoadedPlugin(TupleRecord):
-    """A plugin's loaded callback and its distribution (the seed's ``(func, dist_name)`` pair).
-
-    A named tuple (a ``TupleRecord``: ``typing.NamedTuple`` costs a fifth of a millisecond to
-    define, on the path of every first ``load_plugins()``).
-    """
-
-    __slots__ = ()
-    _fields = ("callback", "dist_name")
+class LoadedPlugin(NamedTuple):
+    """A plugin's loaded callback and its distribution (the seed's ``(func, dist_name)`` pair)."""
 
     callback: Callable[[], object]
     dist_name: str | None
 
-    def __new__(cls, callback: Callable[[], object], dist_name: str | None) -> LoadedPlugin:
-        return tuple.__new__(cls, (callback, dist_name))
 
-
-class PlatformChoice(FrozenRecord):
+class PlatformChoice:
     """The platform a runtime selected, as far as plugin filtering needs to know it.
 
     ``entry_point`` is None for a built-in platform; ``dist_name`` is the distribution that
@@ -116,8 +110,8 @@ class PlatformChoice(FrozenRecord):
     Immutable; compares and hashes by value.
     """
 
-    _fields = ("entry_point", "dist_name", "reason")
-    __slots__ = _fields
+    __match_args__ = ("entry_point", "dist_name", "reason")
+    __slots__ = __match_args__
 
     entry_point: str | None
     dist_name: str | None
@@ -131,12 +125,41 @@ class PlatformChoice(FrozenRecord):
         init(self, "dist_name", dist_name)
         init(self, "reason", reason)
 
+    def _astuple(self) -> tuple[object, ...]:
+        return (self.entry_point, self.dist_name, self.reason)
 
-class PluginStatus(Record):
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
+
+
+class PluginStatus:
     """What happened to one discovered plugin in this process."""
 
-    _fields = ("name", "group", "value", "dist_name", "status", "detail")
-    __slots__ = _fields
+    __match_args__ = ("name", "group", "value", "dist_name", "status", "detail")
+    __slots__ = __match_args__
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
 
     name: str
     group: str
@@ -161,12 +184,28 @@ class PluginStatus(Record):
         self.status = status
         self.detail = detail
 
+    def _astuple(self) -> tuple[object, ...]:
+        return (self.name, self.group, self.value, self.dist_name, self.status, self.detail)
 
-class PluginLoadReport(Record):
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
+
+
+class PluginLoadReport:
     """The outcome of ``load_plugins()`` for one runtime profile."""
 
-    _fields = ("profile", "selection", "plugins", "apply")
-    __slots__ = _fields
+    __match_args__ = ("profile", "selection", "plugins", "apply")
+    __slots__ = __match_args__
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
 
     profile: RuntimeProfile
     selection: PlatformChoice | None
@@ -184,6 +223,21 @@ class PluginLoadReport(Record):
         self.selection = selection
         self.plugins = [] if plugins is None else plugins
         self.apply = apply
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (self.profile, self.selection, self.plugins, self.apply)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
 
     def names(self, status: str) -> list[str]:
         return [p.name for p in self.plugins if p.status == status]

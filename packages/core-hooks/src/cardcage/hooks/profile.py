@@ -3,16 +3,23 @@
 cardcage's machinery is runtime-neutral; a profile binds it to one runtime's entry-point groups
 and environment variables. The SRT profile is the seed's wire contract, unchanged, so existing
 SGLang plugins work as published. Another engine can embed cardcage with a profile of its own.
+
+``RuntimeProfile`` is a plain class with ``__slots__`` that writes out its comparison, hash and
+``repr``, not a dataclass: it is defined inside the start-up window that
+``benchmarks/bench_platforms.py`` budgets (docs/reference/records.md says what it keeps).
 """
 
 from __future__ import annotations
 
-from .records import FrozenRecord
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Self
 
 __all__ = ["DIFFUSION_PROFILE", "SGLANG_PROFILES", "SRT_PROFILE", "VLLM_PROFILE", "RuntimeProfile"]
 
 
-class RuntimeProfile(FrozenRecord):
+class RuntimeProfile:
     """Where a runtime looks for platform and general plugins, and which variables steer it.
 
     A profile is names only. Everything else about a runtime (its selection policy, its
@@ -23,14 +30,8 @@ class RuntimeProfile(FrozenRecord):
     Immutable and hashable (the loader keys its per-profile state on it).
     """
 
-    _fields = (
-        "name",
-        "platform_group",
-        "plugin_group",
-        "selector_env",
-        "allowlist_env",
-    )
-    __slots__ = _fields
+    __match_args__ = ("name", "platform_group", "plugin_group", "selector_env", "allowlist_env")
+    __slots__ = __match_args__
 
     name: str
     platform_group: str
@@ -52,6 +53,40 @@ class RuntimeProfile(FrozenRecord):
         init(self, "plugin_group", plugin_group)
         init(self, "selector_env", selector_env)
         init(self, "allowlist_env", allowlist_env)
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.name,
+            self.platform_group,
+            self.plugin_group,
+            self.selector_env,
+            self.allowlist_env,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
 
 
 SRT_PROFILE = RuntimeProfile(

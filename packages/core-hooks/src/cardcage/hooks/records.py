@@ -1,29 +1,34 @@
-"""Small value classes without ``dataclasses``: slots, equality, a readable repr, immutability.
+"""Deprecated: ``Record``, ``FrozenRecord`` and ``TupleRecord``, hand-written stand-ins for
+``dataclasses`` and ``typing.NamedTuple``.
 
-Public: core-platforms and the diffusion runtime build their selection and probe records on
-these bases, and a runtime that embeds cardcage may do the same.
+Deprecated in cardcage-core-hooks 0.2.0, removed in 0.3.0. cardcage's own records no longer use
+them: they are dataclasses, named tuples or plain classes with ``__slots__``
+(docs/reference/records.md says which, type by type). A class that subclasses one of these bases
+keeps working for this one minor release and gets a ``DeprecationWarning`` when it is defined,
+naming the standard-library construct to use instead:
 
-The first ``current_platform`` access defines every class on its path, and a ``@dataclass``
-costs far more to define than a plain class (its methods are generated with ``exec``; a frozen
-one takes over a millisecond), besides importing ``dataclasses`` (which pulls in ``inspect``).
-These bases give the records on that path what they used from dataclasses, for the price of
-a plain class.
+* ``Record`` -> ``@dataclasses.dataclass`` (equality field by field, unhashable);
+* ``FrozenRecord`` -> ``@dataclasses.dataclass(frozen=True)`` (also hashable; assignment raises
+  ``dataclasses.FrozenInstanceError``);
+* ``TupleRecord`` -> ``typing.NamedTuple`` (or ``collections.namedtuple``).
 
-A subclass lists its fields, in constructor order, as ``_fields`` (and in ``__slots__``, with
-any private slots) and writes its own ``__init__``. ``Record`` compares field by field
-with an instance of the same class and is unhashable, as a mutable ``@dataclass`` is;
-``FrozenRecord`` also hashes and refuses assignment with ``dataclasses.FrozenInstanceError`` (an
-``AttributeError``), as ``@dataclass(frozen=True)`` does; its ``__init__`` sets fields through
-``object.__setattr__``. Both pickle and copy by calling the class with the field values.
+Importing this module warns about nothing, so code that only reads it (an ``isinstance`` check
+on records of 0.1.x packages) keeps running quietly until 0.3.0.
 
-``TupleRecord`` does the same for ``typing.NamedTuple``, whose definition runs ``exec`` too (a
-fifth of a millisecond per class in a fresh process): a tuple subclass that lists ``_fields``,
-annotates them and writes ``__new__`` gets the field properties, ``_make``, ``_asdict``,
-``_replace``, ``__match_args__``, a named tuple's repr, pickling and copying.
+What the bases do, for the subclasses that still use them: a subclass lists its fields, in
+constructor order, as ``_fields`` (and in ``__slots__``, with any private slots) and writes its
+own ``__init__``. ``Record`` compares field by field with an instance of the same class and is
+unhashable; ``FrozenRecord`` also hashes and refuses assignment with
+``dataclasses.FrozenInstanceError``, and its ``__init__`` sets fields through
+``object.__setattr__``. Both pickle and copy by calling the class with the field values. A
+``TupleRecord`` subclass lists ``_fields``, annotates them and writes ``__new__``; it gets the
+field properties, ``_make``, ``_asdict``, ``_replace``, ``__match_args__``, a named tuple's repr,
+pickling and copying.
 """
 
 from __future__ import annotations
 
+import warnings
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,9 +38,32 @@ if TYPE_CHECKING:
 
 __all__ = ["FrozenRecord", "Record", "TupleRecord"]
 
+_REMOVED_IN = "0.3.0"
+
+_INSTEAD = {
+    "Record": "@dataclasses.dataclass (or a plain class with __slots__)",
+    "FrozenRecord": "@dataclasses.dataclass(frozen=True) (or a plain class with __slots__)",
+    "TupleRecord": "typing.NamedTuple (or collections.namedtuple)",
+}
+
+
+def _warn_subclass(cls: type) -> None:
+    """Warn that ``cls`` subclasses a deprecated base; the bases of this module are exempt."""
+    if cls.__module__ == __name__:
+        return
+    base = next(b.__name__ for b in cls.__mro__ if b.__module__ == __name__)
+    warnings.warn(
+        f"{cls.__module__}.{cls.__qualname__} subclasses cardcage.hooks.records.{base}, which is "
+        f"deprecated since cardcage-core-hooks 0.2.0 and will be removed in {_REMOVED_IN}: "
+        f"define it with {_INSTEAD[base]} instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
 
 class Record:
-    """Base of a mutable record: ``__eq__``, ``__repr__``, no hash (like ``@dataclass``)."""
+    """Deprecated base of a mutable record (use ``@dataclasses.dataclass``): ``__eq__``,
+    ``__repr__``, no hash."""
 
     __slots__ = ()
 
@@ -43,6 +71,7 @@ class Record:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _warn_subclass(cls)
         cls.__match_args__ = cls._fields  # type: ignore[attr-defined, misc]
 
     def _values(self) -> tuple[Any, ...]:
@@ -70,7 +99,8 @@ def _frozen(name: str) -> AttributeError:
 
 
 class FrozenRecord(Record):
-    """Base of an immutable record: also hashable; assignment raises ``FrozenInstanceError``."""
+    """Deprecated base of an immutable record (use ``@dataclasses.dataclass(frozen=True)``):
+    also hashable; assignment raises ``FrozenInstanceError``."""
 
     __slots__ = ()
 
@@ -85,9 +115,9 @@ class FrozenRecord(Record):
 
 
 class TupleRecord(tuple[Any, ...]):
-    """Base of a named tuple: a subclass lists ``_fields`` (and ``_field_defaults``), annotates
-    each field for the type checker and writes ``__new__``; each field becomes a read-only
-    property over its position, as in a ``typing.NamedTuple``."""
+    """Deprecated base of a named tuple (use ``typing.NamedTuple``): a subclass lists
+    ``_fields`` (and ``_field_defaults``), annotates each field for the type checker and writes
+    ``__new__``; each field becomes a read-only property over its position."""
 
     __slots__ = ()
 
@@ -96,6 +126,7 @@ class TupleRecord(tuple[Any, ...]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _warn_subclass(cls)
         cls.__match_args__ = cls._fields  # type: ignore[attr-defined, misc]
         for index, name in enumerate(cls._fields):
             setattr(cls, name, property(itemgetter(index), doc=f"Alias for field number {index}"))

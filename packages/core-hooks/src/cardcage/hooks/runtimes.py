@@ -10,11 +10,15 @@ Everything that needs to know the runtimes (the general-plugin loader's platform
 allowlist scope, and each command of the ``cardcage`` CLI) asks this module, so a runtime
 embedded under its own profile is seen everywhere without any core package naming its modules.
 
-Import-safe and cheap: stdlib and ``cardcage.hooks`` records only. Entry points come from the
+Import-safe and cheap: stdlib and ``cardcage.hooks`` only. Entry points come from the
 process's entry-point snapshot (one metadata scan, shared with plugin discovery); a runtime's
 definition module is imported only when that runtime is asked for, and everything the record
 points at (policy, accessor, hook registry, variables) is a ``"module:attr"`` path resolved on
 use, so registering a runtime never imports torch or the runtime itself.
+
+``Runtime`` is a plain class with ``__slots__`` that writes out its comparison, hash and ``repr``,
+not a dataclass: it is defined inside the start-up window that ``benchmarks/bench_platforms.py``
+budgets (docs/reference/records.md says what it keeps).
 """
 
 from __future__ import annotations
@@ -24,14 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from .log import get_logger
 from .profile import SRT_PROFILE, RuntimeProfile
-from .records import FrozenRecord
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import ModuleType
 
     # Protocols only for the type checker: defining one at import time costs more than the rest.
-    from typing import Protocol
+    from typing import Protocol, Self
 
     from .errors import RuntimeRegistrationError
     from .registry import BaseHookRegistry
@@ -75,7 +78,7 @@ def _resolve(path: str) -> Any:
     return value
 
 
-class Runtime(FrozenRecord):
+class Runtime:
     """One inference runtime: its profile and where its selection, hooks and variables live.
 
     Every reference is a ``"module"`` or ``"module:attr"`` path resolved when first used:
@@ -97,7 +100,7 @@ class Runtime(FrozenRecord):
     distribution that installs it. The record's name is its profile's name. Immutable, hashable.
     """
 
-    _fields = (
+    __match_args__ = (
         "profile",
         "display_name",
         "distribution",
@@ -107,7 +110,7 @@ class Runtime(FrozenRecord):
         "env_registries",
         "present_if",
     )
-    __slots__ = _fields
+    __slots__ = __match_args__
 
     profile: RuntimeProfile
     display_name: str
@@ -138,6 +141,43 @@ class Runtime(FrozenRecord):
         init(self, "hook_registry", hook_registry)
         init(self, "env_registries", tuple(env_registries))
         init(self, "present_if", present_if)
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.profile,
+            self.display_name,
+            self.distribution,
+            self.policy,
+            self.accessor,
+            self.hook_registry,
+            self.env_registries,
+            self.present_if,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
 
     @property
     def name(self) -> str:

@@ -14,17 +14,14 @@ that raises is counted as an error and the exception goes on unchanged. ``STATS.
 builds that AROUND hook for a plugin that needs nothing more (``then=`` sees each result, to log
 it), as demo-cuda's general plugin does.
 
-Import-safe and cheap on the hot path: stdlib and ``cardcage.hooks.records`` only; one lock and
-two clock reads per call.
+Import-safe and cheap on the hot path: stdlib only; one lock and two clock reads per call.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from cardcage.hooks.records import TupleRecord
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,31 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["CallStats", "TargetStats"]
 
 
-class TargetStats(TupleRecord):
-    """Calls seen on one target: how many, how many raised, and their wall-clock time.
+class TargetStats(NamedTuple):
+    """Calls seen on one target: how many, how many raised, and their wall-clock time."""
 
-    A named tuple (a ``TupleRecord``, which costs a plain class to define: a vendor's general
-    plugin imports this module inside the host's start-up).
-    """
-
-    __slots__ = ()
-    _fields = ("calls", "errors", "total_s", "max_s")
-    _field_defaults: ClassVar[dict[str, Any]] = {
-        "calls": 0,
-        "errors": 0,
-        "total_s": 0.0,
-        "max_s": 0.0,
-    }
-
-    calls: int
-    errors: int
-    total_s: float
-    max_s: float
-
-    def __new__(
-        cls, calls: int = 0, errors: int = 0, total_s: float = 0.0, max_s: float = 0.0
-    ) -> TargetStats:
-        return tuple.__new__(cls, (calls, errors, total_s, max_s))
+    calls: int = 0
+    errors: int = 0
+    total_s: float = 0.0
+    max_s: float = 0.0
 
 
 class CallStats:

@@ -16,9 +16,7 @@ import enum
 import platform as _platform
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from cardcage.hooks.records import TupleRecord
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -65,20 +63,14 @@ _DISTRIBUTED_BACKENDS = {
 }
 
 
-class DeviceCapability(TupleRecord):
+class DeviceCapability(NamedTuple):
     """A compute capability such as (9, 0); compares as a tuple: ``cap >= (8, 9)``.
 
-    A named tuple, as SGLang's is (a ``TupleRecord``: it costs a plain class to define).
+    A ``typing.NamedTuple``, as SGLang's is.
     """
-
-    __slots__ = ()
-    _fields = ("major", "minor")
 
     major: int
     minor: int
-
-    def __new__(cls, major: int, minor: int) -> DeviceCapability:
-        return tuple.__new__(cls, (major, minor))
 
     def as_version_str(self) -> str:
         return f"{self.major}.{self.minor}"

@@ -5,15 +5,14 @@ the engine's checks return findings; selection raises the ``error`` of the first
 severity is ``error``; doctor reports every finding. One type, so the two cannot describe the same
 problem differently.
 
-Import-safe and cheap (no ``dataclasses``): the selection engine imports it on the path of the
-first ``current_platform`` access.
+Import-safe: the selection engine imports it where a check finds a problem (and ``cardcage
+doctor`` always); a selection without a problem never does.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
-
-from cardcage.hooks.records import FrozenRecord
 
 if TYPE_CHECKING:
     from cardcage.hooks.snapshot import PluginEntryPoint
@@ -40,19 +39,12 @@ ACTIVATE_RULE = (
 Severity = Literal["error", "warning", "info"]
 
 
-class DistRef(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class DistRef:
     """A distribution as every plugin-related row names it: project name and version."""
-
-    _fields = ("name", "version")
-    __slots__ = _fields
 
     name: str | None
     version: str | None
-
-    def __init__(self, name: str | None, version: str | None) -> None:
-        init = object.__setattr__
-        init(self, "name", name)
-        init(self, "version", version)
 
 
 def ep_dist(ep: PluginEntryPoint) -> DistRef:
@@ -81,25 +73,15 @@ def describe_ep(ep: PluginEntryPoint) -> str:
     return f"{ep.name!r} ({ep.dist_name} {ep_dist(ep).version or '?'})"
 
 
-class Finding(FrozenRecord):
+@dataclass(frozen=True, init=False)
+class Finding:
     """One problem: what is wrong, who it concerns, and the exact fix.
 
     ``error`` is the typed exception startup raises for this problem (None for a problem that
     does not stop startup, or that startup never meets). It is not a field: it stays out of
-    equality, the JSON documents and the ``repr``.
+    equality, the hash, the ``repr`` and the JSON documents (which list a dataclass's fields),
+    so ``__init__`` is written here to take it.
     """
-
-    _fields = (
-        "code",
-        "severity",
-        "message",
-        "fix",
-        "group",
-        "plugin",
-        "distributions",
-        "traceback",
-    )
-    __slots__ = (*_fields, "error")
 
     code: str
     severity: Severity
@@ -109,7 +91,8 @@ class Finding(FrozenRecord):
     plugin: str | None
     distributions: tuple[DistRef, ...]
     traceback: str | None
-    error: BaseException | None
+    if TYPE_CHECKING:  # an attribute, not a field: the dataclass never sees this annotation
+        error: BaseException | None
 
     def __init__(
         self,

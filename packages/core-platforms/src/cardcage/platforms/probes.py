@@ -5,6 +5,10 @@ CUDA context in the parent breaks every forked worker) and without importing tor
 kernel shows the matching driver: on a machine with no accelerator, selecting a platform costs a
 few ``stat`` calls. Tests and embedders pass their own ``HardwareProbes`` to exercise any chain
 on any machine.
+
+``HardwareProbes`` is a plain class with ``__slots__`` that writes out its comparison, hash and
+``repr``, not a dataclass: it is defined inside the start-up window that
+``benchmarks/bench_platforms.py`` budgets (docs/reference/records.md says what it keeps).
 """
 
 from __future__ import annotations
@@ -14,12 +18,11 @@ import os
 import platform as _platform
 from typing import TYPE_CHECKING
 
-from cardcage.hooks.records import FrozenRecord
-
 from .envs import SGLANG_USE_CPU_ENGINE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Self
 
 __all__ = ["DEFAULT_PROBES", "HardwareProbes"]
 
@@ -96,11 +99,11 @@ def xpu_available() -> bool:
     return bool(xpu is not None and xpu.is_available())
 
 
-class HardwareProbes(FrozenRecord):
+class HardwareProbes:
     """One zero-argument callable per built-in platform of the SRT fallback chain (immutable)."""
 
-    _fields = ("cpu_engine_requested", "cuda", "rocm", "xpu")
-    __slots__ = _fields
+    __match_args__ = ("cpu_engine_requested", "cuda", "rocm", "xpu")
+    __slots__ = __match_args__
 
     cpu_engine_requested: Callable[[], bool]
     cuda: Callable[[], bool]
@@ -119,6 +122,34 @@ class HardwareProbes(FrozenRecord):
         init(self, "cuda", cuda)
         init(self, "rocm", rocm)
         init(self, "xpu", xpu)
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (self.cpu_engine_requested, self.cuda, self.rocm, self.xpu)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
 
 
 DEFAULT_PROBES = HardwareProbes()

@@ -23,6 +23,10 @@ startup meets them:
 (``cardcage doctor``) runs the same checks in the same order but goes on, activating the entry
 points startup would not call too, and returns every finding with what startup would select.
 Everything selection saw goes into a ``SelectionRecord`` for ``cardcage platform``.
+
+Its records are plain classes with ``__slots__`` that write out their comparison, hash and
+``repr``, not dataclasses: they are defined inside the start-up window that
+``benchmarks/bench_platforms.py`` budgets (docs/reference/records.md says what each one keeps).
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 from cardcage.hooks.loader import read_allowlist
 from cardcage.hooks.log import get_logger
 from cardcage.hooks.profile import RuntimeProfile
-from cardcage.hooks.records import FrozenRecord, Record
 from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint, entry_point_snapshot
 
 from .platform_class import activating_plugin, load_platform_class, who
@@ -58,6 +61,7 @@ from .selection_checks import (
 if TYPE_CHECKING:
     from collections.abc import Callable
     from traceback import StackSummary
+    from typing import Self
 
     from .findings import Finding
 
@@ -76,10 +80,10 @@ __all__ = [
 logger = get_logger(__name__)
 
 
-class BuiltinPlatform(FrozenRecord):
+class BuiltinPlatform:
     """A platform that ships with the runtime, with the probes that decide if it can run."""
 
-    _fields = (
+    __match_args__ = (
         "alias",
         "qualname",
         "auto_probe",
@@ -87,7 +91,7 @@ class BuiltinPlatform(FrozenRecord):
         "explicit_allowed",
         "requirement",
     )
-    __slots__ = _fields
+    __slots__ = __match_args__
 
     alias: str
     qualname: str
@@ -113,18 +117,53 @@ class BuiltinPlatform(FrozenRecord):
         init(self, "explicit_allowed", explicit_allowed)
         init(self, "requirement", requirement)
 
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.alias,
+            self.qualname,
+            self.auto_probe,
+            self.explicit_probe,
+            self.explicit_allowed,
+            self.requirement,
+        )
 
-class SelectionPolicy(FrozenRecord):
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
+
+
+class SelectionPolicy:
     """How one runtime selects its platform."""
 
-    _fields = (
+    __match_args__ = (
         "profile",
         "base_class",
         "builtins",
         "default_qualname",
         "allowlist_filters_automatic",
     )
-    __slots__ = _fields
+    __slots__ = __match_args__
 
     profile: RuntimeProfile
     base_class: type
@@ -147,6 +186,40 @@ class SelectionPolicy(FrozenRecord):
         init(self, "default_qualname", default_qualname)
         init(self, "allowlist_filters_automatic", allowlist_filters_automatic)
 
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.profile,
+            self.base_class,
+            self.builtins,
+            self.default_qualname,
+            self.allowlist_filters_automatic,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
+
     def aliases(self) -> dict[str, BuiltinPlatform]:
         return {b.alias: b for b in self.builtins}
 
@@ -166,11 +239,12 @@ class SelectionPolicy(FrozenRecord):
         return read_allowlist(self.profile) if self.allowlist_filters_automatic else None
 
 
-class Candidate(Record):
+class Candidate:
     """One platform candidate and what happened to it."""
 
-    _fields = ("name", "kind", "outcome", "dist_name", "dist_version", "value", "detail")
-    __slots__ = _fields
+    __match_args__ = ("name", "kind", "outcome", "dist_name", "dist_version", "value", "detail")
+    __slots__ = __match_args__
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
 
     name: str
     kind: str  # "entry-point" or "built-in"
@@ -198,8 +272,31 @@ class Candidate(Record):
         self.value = value
         self.detail = detail
 
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.name,
+            self.kind,
+            self.outcome,
+            self.dist_name,
+            self.dist_version,
+            self.value,
+            self.detail,
+        )
 
-class SelectionRecord(Record):
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
+
+
+class SelectionRecord:
     """Why this process runs on the platform it runs on.
 
     ``first_access_stack`` is the stack of the first ``current_platform`` access, formatted like
@@ -207,7 +304,7 @@ class SelectionRecord(Record):
     are read, and the text formatted, the first time the attribute is read (``cardcage platform``).
     """
 
-    _fields = (
+    __match_args__ = (
         "runtime",
         "mode",
         "selector_env",
@@ -221,7 +318,8 @@ class SelectionRecord(Record):
         "candidates",
         "first_access_stack",
     )
-    __slots__ = (*_fields[:-1], "_first_access_stack", "_first_access_frames")
+    __slots__ = (*__match_args__[:-1], "_first_access_stack", "_first_access_frames")
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
 
     runtime: str
     mode: str  # "explicit" or "automatic"
@@ -264,6 +362,34 @@ class SelectionRecord(Record):
         self._first_access_stack = first_access_stack
         self._first_access_frames: StackSummary | None = None
 
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.runtime,
+            self.mode,
+            self.selector_env,
+            self.selector,
+            self.qualname,
+            self.plugin_name,
+            self.dist_name,
+            self.dist_version,
+            self.builtin,
+            self.reason,
+            self.candidates,
+            self.first_access_stack,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
+
     @property
     def first_access_stack(self) -> str:
         """Where ``current_platform`` was first accessed, formatted like ``format_stack()``."""
@@ -294,12 +420,12 @@ class SelectionRecord(Record):
             "version": self.dist_version,
             "builtin": self.builtin,
             "reason": self.reason,
-            "candidates": [{name: getattr(c, name) for name in c._fields} for c in self.candidates],
+            "candidates": [{n: getattr(c, n) for n in c.__match_args__} for c in self.candidates],
             "first_access_stack": self.first_access_stack,
         }
 
 
-class SelectionOutcome(Record):
+class SelectionOutcome:
     """What the engine concluded for one runtime: every finding, and what startup selects.
 
     ``findings`` are in the order startup meets them, so the first of severity ``error`` is the
@@ -311,7 +437,7 @@ class SelectionOutcome(Record):
     when selection succeeds.
     """
 
-    _fields = (
+    __match_args__ = (
         "policy",
         "selector",
         "record",
@@ -321,7 +447,8 @@ class SelectionOutcome(Record):
         "builtin",
         "platform",
     )
-    __slots__ = _fields
+    __slots__ = __match_args__
+    __hash__ = None  # type: ignore[assignment]  # mutable, so unhashable
 
     policy: SelectionPolicy
     selector: str
@@ -341,6 +468,27 @@ class SelectionOutcome(Record):
         self.selected = None
         self.builtin = None
         self.platform = None
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (
+            self.policy,
+            self.selector,
+            self.record,
+            self.findings,
+            self.activations,
+            self.selected,
+            self.builtin,
+            self.platform,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
 
     def first_error(self) -> Finding | None:
         """The finding startup stops at, if any."""

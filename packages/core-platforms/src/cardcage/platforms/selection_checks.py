@@ -15,13 +15,15 @@ selection runs it (``activating_context``), so code asking
 Import-safe and on the first ``current_platform`` path: stdlib and ``cardcage.hooks`` only at
 module scope; the error classes, ``difflib`` and ``traceback`` are imported where a problem is
 found.
+
+``Activation`` is a plain class with ``__slots__`` that writes out its comparison, hash and
+``repr``, not a dataclass: it is defined inside the start-up window that
+``benchmarks/bench_platforms.py`` budgets (docs/reference/records.md says what it keeps).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-from cardcage.hooks.records import FrozenRecord
 
 from .platform_class import (
     activating_context,
@@ -32,6 +34,7 @@ from .platform_class import (
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Self
 
     from cardcage.hooks.snapshot import PluginEntryPoint
 
@@ -338,7 +341,7 @@ def _unknown_selector(
 # -- one platform entry point: import, activate(), class ----------------------------------------
 
 
-class Activation(FrozenRecord):
+class Activation:
     """What importing one platform entry point and calling its ``activate()`` gave.
 
     ``considered``: startup calls this entry point in the current mode (the selected one, or an
@@ -347,8 +350,8 @@ class Activation(FrozenRecord):
     class ``qualname`` names, once loaded and valid. ``finding``: what went wrong, if anything.
     """
 
-    _fields = ("ep", "considered", "qualname", "platform_class", "finding")
-    __slots__ = _fields
+    __match_args__ = ("ep", "considered", "qualname", "platform_class", "finding")
+    __slots__ = __match_args__
 
     ep: PluginEntryPoint
     considered: bool
@@ -370,6 +373,34 @@ class Activation(FrozenRecord):
         init(self, "qualname", qualname)
         init(self, "platform_class", platform_class)
         init(self, "finding", finding)
+
+    def _astuple(self) -> tuple[object, ...]:
+        return (self.ep, self.considered, self.qualname, self.platform_class, self.finding)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self) -> int:
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        values = zip(self.__match_args__, self._astuple(), strict=True)
+        return f"{type(self).__qualname__}({', '.join(f'{n}={v!r}' for n, v in values)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError  # the error path only
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[type[Self], tuple[object, ...]]:
+        return (type(self), self._astuple())
 
     @property
     def declined(self) -> bool:

@@ -18,9 +18,8 @@ again, so the command sees the environment as it is.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from cardcage.hooks.records import FrozenRecord
 
 from . import rules
 
@@ -32,24 +31,17 @@ __all__ = ["PredictedPlatform", "get_current_platform", "get_selection_record", 
 _last: list[SelectionRecord] = []
 
 
-class _Kind(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class _Kind:
     """A platform kind by name (``PlatformEnum`` member names: OOT, CPU, UNSPECIFIED, ...)."""
-
-    _fields = ("name",)
-    __slots__ = _fields
 
     name: str
 
-    def __init__(self, name: str) -> None:
-        object.__setattr__(self, "name", name)
 
-
-class PredictedPlatform(FrozenRecord):
+@dataclass(frozen=True, slots=True, init=False)
+class PredictedPlatform:
     """The platform vLLM's rules select where vLLM is not installed: a description, not a
     platform (nothing of vLLM can be built without vLLM)."""
-
-    _fields = ("qualname", "device_name", "device_type", "_enum")
-    __slots__ = _fields
 
     qualname: str
     device_name: str | None

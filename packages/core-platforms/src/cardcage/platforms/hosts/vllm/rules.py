@@ -34,9 +34,8 @@ import functools
 import importlib
 import importlib.util
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from cardcage.hooks.records import FrozenRecord
 
 if TYPE_CHECKING:
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
@@ -98,7 +97,8 @@ def allowlist() -> tuple[str, ...] | None:
     return None if raw is None else tuple(raw.split(","))
 
 
-class VllmActivation(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class VllmActivation:
     """One ``vllm.platform_plugins`` entry point and what vLLM does with it.
 
     ``loaded``: vLLM imports it and calls ``activate()`` (not when ``VLLM_TARGET_DEVICE=cpu``
@@ -109,48 +109,15 @@ class VllmActivation(FrozenRecord):
     ``colon``: that name is in ``module:Class`` form.
     """
 
-    _fields = (
-        "ep",
-        "loaded",
-        "why_not",
-        "returned",
-        "error",
-        "import_failed",
-        "vendor",
-        "problem",
-        "colon",
-    )
-    __slots__ = _fields
-
     ep: PluginEntryPoint
     loaded: bool
-    why_not: str
-    returned: str | None
-    error: BaseException | None
-    import_failed: bool
-    vendor: str | None
-    problem: str | None
-    colon: bool
-
-    def __init__(
-        self,
-        ep: PluginEntryPoint,
-        loaded: bool,
-        why_not: str = "",
-        returned: str | None = None,
-        error: BaseException | None = None,
-        import_failed: bool = False,
-        vendor: str | None = None,
-        problem: str | None = None,
-        colon: bool = False,
-    ) -> None:
-        init = object.__setattr__
-        for name, value in zip(
-            self._fields,
-            (ep, loaded, why_not, returned, error, import_failed, vendor, problem, colon),
-            strict=True,
-        ):
-            init(self, name, value)
+    why_not: str = ""
+    returned: str | None = None
+    error: BaseException | None = None
+    import_failed: bool = False
+    vendor: str | None = None
+    problem: str | None = None
+    colon: bool = False
 
     @property
     def activates(self) -> bool:
@@ -158,7 +125,8 @@ class VllmActivation(FrozenRecord):
         return self.returned is not None
 
 
-class VllmPrediction(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class VllmPrediction:
     """What vLLM's selection does in this environment, by vLLM's rules.
 
     ``outcome``: ``target-cpu`` (``VLLM_TARGET_DEVICE=cpu``: the CPU built-in), ``plugin`` (the
@@ -169,39 +137,12 @@ class VllmPrediction(FrozenRecord):
     selection raises (two plugins, or a winner's name it cannot resolve).
     """
 
-    _fields = (
-        "target_device",
-        "allowlist",
-        "activations",
-        "outcome",
-        "selected",
-        "qualname",
-    )
-    __slots__ = _fields
-
     target_device: str
     allowlist: tuple[str, ...] | None
     activations: tuple[VllmActivation, ...]
     outcome: str
     selected: VllmActivation | None
     qualname: str | None
-
-    def __init__(
-        self,
-        target_device: str,
-        allowlist: tuple[str, ...] | None,
-        activations: tuple[VllmActivation, ...],
-        outcome: str,
-        selected: VllmActivation | None,
-        qualname: str | None,
-    ) -> None:
-        init = object.__setattr__
-        init(self, "target_device", target_device)
-        init(self, "allowlist", allowlist)
-        init(self, "activations", activations)
-        init(self, "outcome", outcome)
-        init(self, "selected", selected)
-        init(self, "qualname", qualname)
 
     @property
     def decided(self) -> bool:

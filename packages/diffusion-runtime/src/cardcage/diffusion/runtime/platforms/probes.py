@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cardcage.hooks.records import FrozenRecord
 from cardcage.platforms.probes import cuda_available, rocm_available, xpu_available
 
 if TYPE_CHECKING:
@@ -70,38 +70,17 @@ def _always() -> bool:
     return True
 
 
-class DiffusionProbes(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class DiffusionProbes:
     """One zero-argument callable per built-in diffusion platform (immutable)."""
 
-    _fields = ("mps", "xpu", "rocm", "cuda", "npu", "musa", "cpu")
-    __slots__ = _fields
-
-    mps: Callable[[], bool]
-    xpu: Callable[[], bool]
-    rocm: Callable[[], bool]
-    cuda: Callable[[], bool]
-    npu: Callable[[], bool]
-    musa: Callable[[], bool]
-    cpu: Callable[[], bool]
-
-    def __init__(
-        self,
-        mps: Callable[[], bool] = mps_available,
-        xpu: Callable[[], bool] = xpu_available,
-        rocm: Callable[[], bool] = rocm_available,
-        cuda: Callable[[], bool] = cuda_available,
-        npu: Callable[[], bool] = npu_available,
-        musa: Callable[[], bool] = musa_available,
-        cpu: Callable[[], bool] = _always,
-    ) -> None:
-        init = object.__setattr__
-        init(self, "mps", mps)
-        init(self, "xpu", xpu)
-        init(self, "rocm", rocm)
-        init(self, "cuda", cuda)
-        init(self, "npu", npu)
-        init(self, "musa", musa)
-        init(self, "cpu", cpu)
+    mps: Callable[[], bool] = mps_available
+    xpu: Callable[[], bool] = xpu_available
+    rocm: Callable[[], bool] = rocm_available
+    cuda: Callable[[], bool] = cuda_available
+    npu: Callable[[], bool] = npu_available
+    musa: Callable[[], bool] = musa_available
+    cpu: Callable[[], bool] = _always
 
 
 DEFAULT_PROBES = DiffusionProbes()
