@@ -30,7 +30,7 @@ ADAPTERS = "cardcage.platforms.hosts.vllm.adapter."
 DEMO_CPU = "cardcage_demo_cpu.platform.DemoCpuSRTPlatform"
 RESOLVE = "vllm.utils.import_utils.resolve_obj_by_qualname"
 BASE_METHOD = "vllm.platforms.interface.Platform.is_sleep_mode_available"
-DEFERRED = "vllm.platforms.cpu.CpuPlatform.get_device_total_memory"
+DEFERRED = "vllm.platforms.zen_cpu.ZenCpuPlatform.is_zen_cpu"
 
 pytestmark = pytest.mark.skipif(
     not SITES.is_dir(), reason="run through `nox -s scenario-vllm` (needs the vendor sites)"
@@ -95,22 +95,33 @@ def test_vllm_selects_demo_cpus_adapter_and_its_device_layer_answers() -> None:
     assert platform["enum_is_vllm_oot"]
     assert platform["out_of_tree"]
     assert not platform["is_unspecified"]
-    assert (platform["device_name"], platform["device_type"]) == ("demo_cpu", "cpu")
+    # vLLM builds torch devices from device_name: it answers cardcage's device_type there, and
+    # the vendor's name stays in get_device_name().
+    assert (platform["device_name"], platform["device_type"]) == ("cpu", "cpu")
     # Class-level calls reach the vendor's instance methods; types are vLLM's.
     assert platform["has_device_capability"] is False
     assert platform["class_has_device_capability"] is False
     assert platform["capability_is_vllm_type"]
     assert platform["cpu_arch_is_vllm_enum"]
     assert platform["total_memory"] == platform["class_total_memory"] > 0
-    assert platform["device_name_of_0"].startswith("demo_cpu")
+    # demo-cpu's get_device_name() starts with its device_name, which under vLLM is the torch
+    # device type (vLLM builds torch devices from it), then names the host's CPU.
+    assert platform["device_name_of_0"].startswith("cpu ")
     assert platform["dist_backend"] == "gloo"  # from get_torch_distributed_backend_str()
     assert platform["supported_quantization"] == []
-    # demo-cpu's vLLM section.
-    assert platform["attn_backend"] == "vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend"
-    assert platform["worker_cls"] == "vllm.v1.worker.cpu_worker.CPUWorker"
+    # demo-cpu's vLLM section declares CPU-like: vLLM's CpuPlatform answers what demo-cpu does
+    # not (the kernels this CPU's instruction set runs), is_cpu() is True for vLLM's branches
+    # and the platform stays out of tree. The section's own methods come first and chain to
+    # CpuPlatform's; the config step, the worker and the attention backend they answer need a
+    # real VllmConfig and vLLM's kernels: scenario-vllm-engine checks them in vLLM's engine.
+    assert platform["vllm_bases"][0] == "vllm.platforms.cpu.CpuPlatform"
+    assert platform["is_cpu"]
+    assert platform["kernels_from"] == "vllm.platforms.cpu.CpuPlatform.import_kernels"
+    section = "cardcage_demo_cpu.vllm_section.DemoCpuVllmSection"
+    assert platform["attn_backend_defined_by"] == section
     assert platform["dispatch_key"] == "CPU"
-    # A vLLM-only name the vendor left alone answers as vLLM's base does.
-    assert platform["device_control_env_var"] == "VLLM_DEVICE_CONTROL_ENV_VAR_PLACEHOLDER"
+    # A vLLM-only name the vendor left alone answers as vLLM's base does (here CpuPlatform).
+    assert platform["device_control_env_var"] == "CPU_VISIBLE_MEMORY_NODES"
 
 
 def test_without_the_opt_in_vllm_falls_back_and_demo_cpu_registers_nothing() -> None:
@@ -163,7 +174,7 @@ def test_hooks_take_effect_under_vllms_loader_attributed_and_without_an_apply_ca
     assert RESOLVE in hooks["applied"]
     assert BASE_METHOD in hooks["applied"]
     # The deferred target waited for its module, and was patched on its first import.
-    assert hooks["pending"] == {DEFERRED: "vllm.platforms.cpu"}
+    assert hooks["pending"] == {DEFERRED: "vllm.platforms.zen_cpu"}
     assert DEFERRED in hooks["applied_after_import"]
     assert hooks["fixture_calls"] == [BASE_METHOD, DEFERRED]
     # Called through vllm.platforms' own `from ... import` copy: propagation rebound it.
@@ -227,7 +238,8 @@ def test_cardcage_platform_names_what_vllms_current_platform_selected() -> None:
     assert selection["platform"] == platform["class"]
     assert selection["platform"].startswith(ADAPTERS)
     assert (selection["plugin"], selection["distribution"]) == ("demo_cpu", "cardcage-demo-cpu")
-    assert (selection["device_name"], selection["enum"]) == ("demo_cpu", "OOT")
+    # What vLLM's platform answers: device_name is the torch device type under vLLM.
+    assert (selection["device_name"], selection["enum"]) == ("cpu", "OOT")
     assert selection["reason"].startswith("vLLM's own selection")
     assert "chose otherwise" not in selection["reason"]
 

@@ -51,6 +51,8 @@ from typing import Any
 from cardcage.hooks.log import get_logger
 from cardcage.platforms.hosts._naming import SEPARATOR, attribute_name, vendor_qualname
 
+from . import identity as _identity
+
 __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
 
 logger = get_logger(__name__)
@@ -224,8 +226,6 @@ def _translations(
 def build_adapter(cls: type) -> type:
     """Build the vLLM-native subclass of the cardcage platform class ``cls`` (uncached)."""
     runtime_base = _runtime_base(cls)
-    host_base: type = _resolve(runtime_base.vllm_base_class)  # type: ignore[attr-defined]
-    host_module = importlib.import_module(host_base.__module__)
     section_path = getattr(cls, "vllm_section", None)
     section: Any = _resolve(section_path) if section_path else None
     if section is not None and not isinstance(section, type):
@@ -236,6 +236,13 @@ def build_adapter(cls: type) -> type:
             f"{type(section).__name__} {section!r:.60}, not a class. Point it at the class that "
             "holds the platform's vLLM answers."
         )
+    # A declared identity picks the built-in class vLLM's answers come from (hosts.vllm.identity).
+    declared = _identity.declared_identity(cls, section)
+    base_path = _identity.IDENTITY_BASES.get(declared) if declared is not None else None
+    host_base: type = _resolve(base_path or runtime_base.vllm_base_class)  # type: ignore[attr-defined]
+    host_module = importlib.import_module(
+        _resolve(runtime_base.vllm_base_class).__module__  # type: ignore[attr-defined]
+    )
     cardcage_bases = set(runtime_base.__mro__)
     host_classes = set(host_base.__mro__)
     vendor_names = _own_names(cls, cardcage_bases) - _HOST_NAMES
@@ -276,6 +283,18 @@ def build_adapter(cls: type) -> type:
         elif name == "supported_quantization" and isinstance(raw, tuple):
             namespace[name] = list(raw)
     namespace.update(_translations(cls, vendor_names, section_names | vendor_names, host_base))
+    device_type = getattr(cls, "device_type", None)
+    if "device_name" not in section_names and isinstance(device_type, str) and device_type:
+        # vLLM builds torch devices from an out-of-tree platform's device_name
+        # (torch.device(f"{device_name}:{index}") for its process groups): vLLM's device_name is
+        # the torch device type, which cardcage calls device_type.
+        namespace["device_name"] = device_type
+    # A declared identity: vLLM's predicates answer as that built-in's; _enum stays OOT.
+    namespace.update(
+        _identity.identity_namespace(
+            declared, host_base, host_module.PlatformEnum, vendor_names | section_names
+        )
+    )
     vendor_init = vars(cls).get("__init__") or _raw_attribute(cls, "__init__")
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -289,11 +308,13 @@ def build_adapter(cls: type) -> type:
     adapter = type(cls.__name__, bases, namespace)
     adapter.__qualname__ = attribute_name(f"{cls.__module__}:{cls.__qualname__}")
     logger.debug(
-        "Built the vLLM adapter of %s.%s on %s%s",
+        "Built the vLLM adapter of %s.%s on %s.%s%s%s",
         cls.__module__,
         cls.__name__,
-        runtime_base.vllm_base_class,  # type: ignore[attr-defined]
+        host_base.__module__,
+        host_base.__qualname__,
         f" with its vLLM section {section_path}" if section is not None else "",
+        f", behaving as {declared.name}" if declared is not None else "",
     )
     return adapter
 
