@@ -16,7 +16,7 @@ import pytest
 
 from cardcage.platforms.device_mixin import PlatformEnum
 from cardcage.platforms.errors import PlatformIdentityError
-from cardcage.platforms.hosts.vllm import identity
+from cardcage.platforms.hosts.vllm import identity, worker
 from cardcage.platforms.interface import SRTPlatform
 
 
@@ -108,3 +108,14 @@ def test_a_predicate_the_vendor_defines_stays_the_vendors() -> None:
         PlatformEnum.CPU, _HostBase, _HostEnum, {"is_cpu"}
     )
     assert identity.identity_namespace(None, _HostBase, _HostEnum, set()) == {}
+
+
+def test_vllm_resolves_the_init_backend_worker_by_a_dotted_name_that_names_the_chosen_one() -> None:
+    chosen = "vllm.v1.worker.cpu_worker.CPUWorker"
+    name = worker.worker_qualname(chosen)
+    module, _, attribute = name.rpartition(".")  # how vLLM's resolve_obj_by_qualname splits it
+    assert module == worker.__name__
+    assert attribute.startswith("CPUWorker__Q")
+    assert worker.is_wrapped(name)
+    assert not worker.is_wrapped(chosen)
+    assert not worker.is_wrapped("auto")

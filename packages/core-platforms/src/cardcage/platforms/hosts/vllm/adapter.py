@@ -223,6 +223,29 @@ def _translations(
     return out
 
 
+def _worker_wrapping(adapter: list[type]) -> classmethod[Any, Any, None]:
+    """``check_and_update_config`` that chains to the section and base, then hands vLLM the
+    worker subclass that runs the vendor's ``init_backend()`` (``worker``)."""
+    from .worker import is_wrapped, worker_qualname
+
+    def check_and_update_config(owner: type, vllm_config: Any) -> None:
+        super(adapter[0], owner).check_and_update_config(vllm_config)  # type: ignore[arg-type]
+        parallel_config = getattr(vllm_config, "parallel_config", None)
+        if parallel_config is None:
+            return
+        chosen = getattr(parallel_config, "worker_cls", None)
+        if isinstance(chosen, type):
+            chosen = f"{chosen.__module__}.{chosen.__qualname__}"
+        if isinstance(chosen, str) and chosen != "auto" and not is_wrapped(chosen):
+            parallel_config.worker_cls = worker_qualname(chosen)
+
+    check_and_update_config.__doc__ = (
+        "vLLM's config step as the vendor's section and vLLM's base answer it; then the worker "
+        "class they chose runs the vendor's init_backend() first (hosts.vllm.worker)."
+    )
+    return classmethod(check_and_update_config)
+
+
 def build_adapter(cls: type) -> type:
     """Build the vLLM-native subclass of the cardcage platform class ``cls`` (uncached)."""
     runtime_base = _runtime_base(cls)
@@ -295,6 +318,9 @@ def build_adapter(cls: type) -> type:
             declared, host_base, host_module.PlatformEnum, vendor_names | section_names
         )
     )
+    built: list[type] = []
+    if "init_backend" in vendor_names:
+        namespace["check_and_update_config"] = _worker_wrapping(built)
     vendor_init = vars(cls).get("__init__") or _raw_attribute(cls, "__init__")
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -307,6 +333,7 @@ def build_adapter(cls: type) -> type:
     bases = (section, cls, host_base) if section is not None else (cls, host_base)
     adapter = type(cls.__name__, bases, namespace)
     adapter.__qualname__ = attribute_name(f"{cls.__module__}:{cls.__qualname__}")
+    built.append(adapter)
     logger.debug(
         "Built the vLLM adapter of %s.%s on %s.%s%s%s",
         cls.__module__,
