@@ -93,6 +93,11 @@ SGLANG_HOST_PINS = [
 # ~70 serving packages. These are what its general-plugin loader and platform selection import on
 # CPU, each proven needed by removing it; pip warns about the rest and about torch: harmless here.
 VLLM_VERSION = "0.33.0"
+# The other releases of the vLLM room's table (cardcage.platforms.hosts.vllm.releases), whose
+# loader, selection and hook cases scenario-vllm runs too: each unpacked from its wheel
+# (--no-deps --no-compile) into a site of its own that the cases put first on PYTHONPATH. They
+# import on VLLM_HOST_PINS as 0.33.0 does (measured).
+VLLM_OTHER_RELEASES = ("0.32.0", "0.34.0")
 VLLM_HOST_PINS = [
     TORCH,  # `import vllm` (vllm/env_override.py); 2.13.0 CPU works although vLLM asks 2.14.0
     NUMPY,  # `import vllm` (vllm/env_override.py)
@@ -533,15 +538,17 @@ def scenario_sglang(session: nox.Session) -> None:
 
 @session(name="scenario-vllm", python=PYTHON)
 def scenario_vllm(session: nox.Session) -> None:
-    """vLLM 0.33's own general-plugin loader and platform selection over our wheels (DESIGN §8).
+    """vLLM's own general-plugin loader and platform selection over our wheels, on every release
+    of the vLLM room's table (DESIGN §8).
 
-    In the default run, so ``nox`` runs every test: its 1.9 GB venv makes it ~6 minutes on a
-    loaded 2-core machine (about 3.5 of them installing), inside the run's 45-minute budget.
+    vLLM 0.33.0 goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; each of
+    ``VLLM_OTHER_RELEASES`` is unpacked into its own site under ``$CC_VLLM_RELEASE_SITES`` and
+    every case runs once per release; no vLLM module is stubbed. The core goes into the venv;
+    demo-cpu and the fixtures under ``tests_integration/fixtures/vllm`` each into their own
+    ``--target`` site under ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
 
-    vLLM goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; no vLLM module
-    is stubbed. The core goes into the venv; demo-cpu and the fixtures under
-    ``tests_integration/fixtures/vllm`` each into their own ``--target`` site under
-    ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
+    In the default run: 8.5 minutes on a loaded 2-core machine (6 of them the 19 cases on each of
+    the three releases), inside the run's 45-minute budget.
     """
     vendors = [
         PACKAGES / "demo-cpu",
@@ -552,9 +559,17 @@ def scenario_vllm(session: nox.Session) -> None:
     core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms"]
     session.install("--no-deps", f"vllm=={VLLM_VERSION}")
     sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *VLLM_HOST_PINS)
+    releases = Path(session.create_tmp()) / "vllm-releases"
+    for version in VLLM_OTHER_RELEASES:
+        if (releases / version).is_dir():
+            continue  # kept from an earlier run with -r
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+            "--target", str(releases / version), f"vllm=={version}",
+        )  # fmt: skip
     session.run(
         "pytest", "tests_integration/vllm", *session.posargs,
-        env={"CC_SCENARIO_SITES": str(sites)},
+        env={"CC_SCENARIO_SITES": str(sites), "CC_VLLM_RELEASE_SITES": str(releases)},
     )  # fmt: skip
 
 

@@ -95,6 +95,9 @@ def step_platform() -> dict[str, Any]:
         punica_wrapper=cls.get_punica_wrapper(),
         is_unspecified=current_platform.is_unspecified(),
         device_control_env_var=cls.device_control_env_var,
+        base_device_control_env_var=next(
+            k for k in cls.__mro__ if k.__module__.startswith("vllm.")
+        ).device_control_env_var,
     )
     return out
 
@@ -130,7 +133,30 @@ def step_hooks() -> dict[str, Any]:
     return out
 
 
-STEPS = {"load": step_load, "platform": step_platform, "hooks": step_hooks}
+def step_release() -> dict[str, Any]:
+    """What this vLLM release is, read from its own classes (for the release table's check)."""
+    import inspect
+
+    import vllm
+    import vllm.envs
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.platforms.interface import Platform
+
+    return {
+        "version": vllm.__version__,
+        "platform_names": sorted(vars(Platform)),
+        "cpu_config_raises_without_triton": "raise RuntimeError"
+        in inspect.getsource(CpuPlatform.check_and_update_config).split("HAS_TRITON", 1)[-1][:400],
+        "removed_env_table": hasattr(vllm.envs, "removed_environment_variables"),
+    }
+
+
+STEPS = {
+    "load": step_load,
+    "platform": step_platform,
+    "hooks": step_hooks,
+    "release": step_release,
+}
 
 
 def main(argv: list[str]) -> int:

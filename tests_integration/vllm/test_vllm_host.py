@@ -1,11 +1,15 @@
-"""Scenarios: vLLM 0.33 hosts cardcage-built plugins, with vLLM's own code (DESIGN §8).
+"""Scenarios: every vLLM release in the vLLM room's table hosts cardcage-built plugins (DESIGN §8).
 
-Run by the nox session ``scenario-vllm``: vLLM's wheel (``--no-deps``) plus the light packages its
-loader and selection import on CPU, the core, demo-cpu and the fixtures under
+Run by the nox session ``scenario-vllm``: vLLM 0.33.0's wheel (``--no-deps``) plus the light
+packages its loader and selection import on CPU, the core, demo-cpu and the fixtures under
 ``tests_integration/fixtures/vllm``, each in its own ``--target`` site under
-``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH. Each case starts a fresh interpreter
-running vLLM's real ``load_general_plugins()`` and ``current_platform``, steered by real
-environment variables; nothing of vLLM is stubbed or patched by the test.
+``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH. Every other release of
+``cardcage.platforms.hosts.vllm.releases.RELEASES`` is unpacked from its wheel into a site of its
+own under ``$CC_VLLM_RELEASE_SITES``, and every case runs once per release with that site first
+on PYTHONPATH: the releases swapped in one venv, as ``scenario-sglang-releases`` does. Each
+case starts a fresh interpreter running vLLM's real ``load_general_plugins()`` and
+``current_platform``, steered by real environment variables; nothing of vLLM is stubbed or
+patched by the test.
 """
 
 from __future__ import annotations
@@ -22,8 +26,15 @@ from typing import Any
 import jsonschema
 import pytest
 
+from cardcage.platforms.hosts.vllm.releases import RELEASES, release_for
+
 PROBE = Path(__file__).with_name("probe.py")
 SITES = Path(os.environ.get("CC_SCENARIO_SITES", "/nonexistent"))
+RELEASE_SITES = Path(os.environ.get("CC_VLLM_RELEASE_SITES", "/nonexistent"))
+#: The release the venv holds (the session installs it); the others come from their own sites.
+VENV_RELEASE = "0.33.0"
+#: The release the running case is about (set by the ``release`` fixture).
+_release: list[str] = [VENV_RELEASE]
 CARDCAGE = shutil.which("cardcage", path=str(Path(sys.executable).parent)) or "cardcage"
 ALL = ["demo-cpu", "cc-fixture-vllm-hooks", "cc-fixture-vllm-broken", "cc-fixture-vllm-platform"]
 ADAPTERS = "cardcage.platforms.hosts.vllm.adapter."
@@ -37,24 +48,39 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def env(sites: list[str], extra: dict[str, str]) -> dict[str, str]:
+@pytest.fixture(autouse=True, params=[r.version for r in RELEASES], ids=lambda v: f"vllm-{v}")
+def release(request: pytest.FixtureRequest) -> str:
+    """Every case runs on every release of the table: the venv's own, or one from its site."""
+    version: str = request.param
+    if version != VENV_RELEASE and not (RELEASE_SITES / version / "vllm").is_dir():
+        pytest.fail(f"vLLM {version} is not unpacked under $CC_VLLM_RELEASE_SITES: run nox")
+    _release[:] = [version]
+    return version
+
+
+def env(sites: list[str], extra: dict[str, str], release: str | None = None) -> dict[str, str]:
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("VLLM_", "SGLANG_", "CARDCAGE_", "CC_VLLM_")) and k != "PYTHONPATH"
     }
-    clean["PYTHONPATH"] = os.pathsep.join(str(SITES / s) for s in sites)
+    version = release or _release[0]
+    first = [] if version == VENV_RELEASE else [str(RELEASE_SITES / version)]
+    clean["PYTHONPATH"] = os.pathsep.join([*first, *(str(SITES / s) for s in sites)])
     clean.update(extra)
     return clean
 
 
 @functools.cache
 def _start(
-    sites: tuple[str, ...], steps: tuple[str, ...], extra: tuple[tuple[str, str], ...]
+    release: str,
+    sites: tuple[str, ...],
+    steps: tuple[str, ...],
+    extra: tuple[tuple[str, str], ...],
 ) -> str:
     done = subprocess.run(
         [sys.executable, str(PROBE), *steps],
-        env=env(list(sites), dict(extra)),
+        env=env(list(sites), dict(extra), release),
         capture_output=True,
         text=True,
         check=False,
@@ -68,7 +94,8 @@ def _start(
 
 def start(sites: list[str], *steps: str, **extra: str) -> dict[str, Any]:
     """The probe's report for ``steps`` in a fresh vLLM process (shared by identical cases)."""
-    report: dict[str, Any] = json.loads(_start(tuple(sites), steps, tuple(sorted(extra.items()))))
+    key = (_release[0], tuple(sites), steps, tuple(sorted(extra.items())))
+    report: dict[str, Any] = json.loads(_start(*key))
     return report
 
 
@@ -82,6 +109,23 @@ def failed(report: dict[str, Any], name: str) -> dict[str, Any]:
     (found,) = [r for r in report["results"] if r["step"] == name]
     assert not found["ok"], found
     return found  # type: ignore[no-any-return]
+
+
+# -- the release table ---------------------------------------------------------------------------
+
+
+def test_the_release_table_says_what_this_vllm_release_is(release: str) -> None:
+    found = step(start([], "release"), "release")
+    assert found["version"] == release
+    entry, supported = release_for(found["version"])
+    assert (entry.version, supported) == (release, True)
+    names = set(found["platform_names"])
+    assert set(entry.platform_names_added) <= names
+    index = [r.version for r in RELEASES].index(release)
+    for newer in RELEASES[index + 1 :]:  # the table is in release order
+        assert not set(newer.platform_names_added) & names, newer
+    assert found["cpu_config_raises_without_triton"] is entry.cpu_config_requires_triton
+    assert found["removed_env_table"] is entry.rejects_removed_env
 
 
 # -- selection ---------------------------------------------------------------------------------
@@ -121,7 +165,7 @@ def test_vllm_selects_demo_cpus_adapter_and_its_device_layer_answers() -> None:
     assert platform["attn_backend_defined_by"] == section
     assert platform["dispatch_key"] == "CPU"
     # A vLLM-only name the vendor left alone answers as vLLM's base does (here CpuPlatform).
-    assert platform["device_control_env_var"] == "CPU_VISIBLE_MEMORY_NODES"
+    assert platform["device_control_env_var"] == platform["base_device_control_env_var"]
 
 
 def test_without_the_opt_in_vllm_falls_back_and_demo_cpu_registers_nothing() -> None:
@@ -149,11 +193,13 @@ def test_two_activating_platforms_are_vllms_runtime_error() -> None:
     assert "Only one platform plugin can be activated" in failed(report, "platform")["error"]
 
 
-def test_a_bad_opt_in_is_our_typed_error_which_vllm_logs_and_falls_back_from() -> None:
+def test_a_bad_opt_in_is_our_typed_error_which_vllm_logs_and_falls_back_from(release: str) -> None:
     report = start(ALL, "platform", CARDCAGE_DEMO_CPU="yes")
     assert step(report, "platform")["class"] == "vllm.platforms.interface.UnspecifiedPlatform"
-    assert "InvalidEnvVarError" in report["stderr"]
-    assert "CARDCAGE_DEMO_CPU" in report["stderr"]
+    # The probe logs at INFO: what vLLM logs at WARNING shows, what it logs at DEBUG does not.
+    shown = release_for(release)[0].activate_failure_level == "WARNING"
+    assert ("InvalidEnvVarError" in report["stderr"]) is shown
+    assert ("CARDCAGE_DEMO_CPU" in report["stderr"]) is shown
 
 
 def test_a_colon_spelled_qualname_is_what_vllm_cannot_resolve() -> None:

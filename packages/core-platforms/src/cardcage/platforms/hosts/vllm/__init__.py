@@ -2,7 +2,11 @@
 
 * ``adapter``: the vLLM-native subclass of a vendor's cardcage platform class (an instance of
   ``vllm.platforms.interface.Platform`` with vLLM's ``PlatformEnum.OOT``), built when vLLM
-  resolves the dotted name ``activate()`` returned.
+  resolves the dotted name ``activate()`` returned;
+* ``identity``: what a declared ``behaves_as`` means under vLLM (the built-in base class, the
+  predicates);
+* ``worker``: the worker subclass that runs the vendor's ``init_backend()`` in vLLM's worker;
+* ``releases``: the vLLM releases cardcage supports and what differs between them, as data.
 
 vLLM runs one selection (``vllm.platforms``), fed by the ``vllm.platform_plugins`` group; the
 vendor's SRT platform class is what it adapts, since the device layer is what the two contracts

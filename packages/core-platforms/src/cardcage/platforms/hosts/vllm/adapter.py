@@ -1,4 +1,4 @@
-"""vLLM-native adapters: a cardcage platform class, as vLLM 0.33's selection and callers want it.
+"""vLLM-native adapters: a cardcage platform class, as vLLM's selection and callers want it.
 
 vLLM resolves the name ``activate()`` returned by splitting it on its *last dot* and reading the
 attribute (no ``module:Class`` form), instantiates the class with no arguments, and then treats it
@@ -7,9 +7,18 @@ and calls most methods on the class (``cls.get_device_capability()`` inside
 ``has_device_capability``). Under vLLM, ``host_qualname()`` therefore returns a dotted name in
 this module; resolving it builds (once per vendor class, then cached) the adapter::
 
-    class <Vendor>(<vLLM section>, VendorClass, vllm.platforms.interface.Platform)
+    class <Vendor>(<vLLM section>, VendorClass, <vLLM base>)
 
-with this namespace, in order of precedence:
+where the vLLM base is ``vllm.platforms.interface.Platform``, or the built-in class the vendor's
+declared identity names (``identity``: ``vllm.platforms.cpu.CpuPlatform`` for CPU-like), with
+this namespace, in order of precedence:
+
+0. the adapter's own: vLLM's identity predicates answered as the declared built-in's
+   (``identity``); ``device_name`` answered with the vendor's ``device_type`` (vLLM builds
+   ``torch.device(f"{device_name}:{index}")`` for an out-of-tree platform), unless the section
+   sets it; and, when the vendor defines ``init_backend()``, a ``check_and_update_config`` that
+   runs the section's and the base's, then hands vLLM the worker subclass that calls
+   ``init_backend()`` in the worker (``worker``);
 
 1. every name of the vendor's vLLM section (``SRTPlatform.vllm_section``, a class imported only
    here) answers as the section defines it: this is the marked place for what only vLLM asks
