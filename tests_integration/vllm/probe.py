@@ -36,6 +36,11 @@ def step_load() -> dict[str, Any]:
     return {"plugins_loaded": vllm.plugins.plugins_loaded}
 
 
+def _owner(cls: type, name: str) -> type:
+    """The first class of ``cls``'s MRO whose own namespace defines ``name``."""
+    return next(klass for klass in cls.__mro__ if name in vars(klass))
+
+
 def step_platform() -> dict[str, Any]:
     from vllm.platforms import current_platform
     from vllm.platforms.interface import CpuArchEnum, DeviceCapability, Platform, PlatformEnum
@@ -54,8 +59,16 @@ def step_platform() -> dict[str, Any]:
     from cardcage.platforms.hosts.vllm.adapter import adapted_class
 
     vendor = adapted_class(cls)
+    vllm_bases = [_name(k) for k in cls.__mro__ if k.__module__.startswith("vllm.")]
     config = types.SimpleNamespace(parallel_config=types.SimpleNamespace(worker_cls="auto"))
-    current_platform.check_and_update_config(config)
+    cpu_like = "vllm.platforms.cpu.CpuPlatform" in vllm_bases
+    attn_backend = None
+    if not cpu_like:
+        # vLLM's abstract base leaves the config alone and names no backend. A CPU-like adapter's
+        # base (CpuPlatform) needs a real VllmConfig, and it imports the backend it names, which
+        # imports vLLM's kernels: scenario-vllm-engine has both.
+        current_platform.check_and_update_config(config)
+        attn_backend = current_platform.get_attn_backend_cls(None, None)
     capability = cls.get_device_capability()
     arch = cls.get_cpu_architecture()
     out.update(
@@ -66,8 +79,12 @@ def step_platform() -> dict[str, Any]:
         capability_is_vllm_type=capability is None or isinstance(capability, DeviceCapability),
         total_memory=current_platform.get_device_total_memory(0),
         class_total_memory=cls.get_device_total_memory(0),
-        attn_backend=current_platform.get_attn_backend_cls(None, None),
+        attn_backend=attn_backend,
+        attn_backend_defined_by=_name(_owner(cls, "get_attn_backend_cls")),
         worker_cls=config.parallel_config.worker_cls,
+        vllm_bases=vllm_bases,
+        is_cpu=current_platform.is_cpu(),
+        kernels_from=_name(cls.import_kernels.__func__),
         cpu_arch=arch.name,
         cpu_arch_is_vllm_enum=isinstance(arch, CpuArchEnum),
         dispatch_key=current_platform.dispatch_key,
@@ -78,6 +95,9 @@ def step_platform() -> dict[str, Any]:
         punica_wrapper=cls.get_punica_wrapper(),
         is_unspecified=current_platform.is_unspecified(),
         device_control_env_var=cls.device_control_env_var,
+        base_device_control_env_var=next(
+            k for k in cls.__mro__ if k.__module__.startswith("vllm.")
+        ).device_control_env_var,
     )
     return out
 
@@ -105,15 +125,38 @@ def step_hooks() -> dict[str, Any]:
         from vllm.platforms import current_platform
 
         current_platform.is_sleep_mode_available()
-        from vllm.platforms.cpu import CpuPlatform
+        from vllm.platforms.zen_cpu import ZenCpuPlatform
 
-        CpuPlatform.get_device_total_memory(0)
+        ZenCpuPlatform.__new__(ZenCpuPlatform).is_zen_cpu()
         out["fixture_calls"] = list(fixture.CALLS)
         out["applied_after_import"] = sorted(HookRegistry.applied_targets())
     return out
 
 
-STEPS = {"load": step_load, "platform": step_platform, "hooks": step_hooks}
+def step_release() -> dict[str, Any]:
+    """What this vLLM release is, read from its own classes (for the release table's check)."""
+    import inspect
+
+    import vllm
+    import vllm.envs
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.platforms.interface import Platform
+
+    return {
+        "version": vllm.__version__,
+        "platform_names": sorted(vars(Platform)),
+        "cpu_config_raises_without_triton": "raise RuntimeError"
+        in inspect.getsource(CpuPlatform.check_and_update_config).split("HAS_TRITON", 1)[-1][:400],
+        "removed_env_table": hasattr(vllm.envs, "removed_environment_variables"),
+    }
+
+
+STEPS = {
+    "load": step_load,
+    "platform": step_platform,
+    "hooks": step_hooks,
+    "release": step_release,
+}
 
 
 def main(argv: list[str]) -> int:

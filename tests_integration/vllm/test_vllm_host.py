@@ -1,11 +1,15 @@
-"""Scenarios: vLLM 0.33 hosts cardcage-built plugins, with vLLM's own code (DESIGN §8).
+"""Scenarios: every vLLM release in the vLLM room's table hosts cardcage-built plugins (DESIGN §8).
 
-Run by the nox session ``scenario-vllm``: vLLM's wheel (``--no-deps``) plus the light packages its
-loader and selection import on CPU, the core, demo-cpu and the fixtures under
+Run by the nox session ``scenario-vllm``: vLLM 0.33.0's wheel (``--no-deps``) plus the light
+packages its loader and selection import on CPU, the core, demo-cpu and the fixtures under
 ``tests_integration/fixtures/vllm``, each in its own ``--target`` site under
-``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH. Each case starts a fresh interpreter
-running vLLM's real ``load_general_plugins()`` and ``current_platform``, steered by real
-environment variables; nothing of vLLM is stubbed or patched by the test.
+``$CC_SCENARIO_SITES``, composed per case on PYTHONPATH. Every other release of
+``cardcage.platforms.hosts.vllm.releases.RELEASES`` is unpacked from its wheel into a site of its
+own under ``$CC_VLLM_RELEASE_SITES``, and every case runs once per release with that site first
+on PYTHONPATH: the releases swapped in one venv, as ``scenario-sglang-releases`` does. Each
+case starts a fresh interpreter running vLLM's real ``load_general_plugins()`` and
+``current_platform``, steered by real environment variables; nothing of vLLM is stubbed or
+patched by the test.
 """
 
 from __future__ import annotations
@@ -22,39 +26,61 @@ from typing import Any
 import jsonschema
 import pytest
 
+from cardcage.platforms.hosts.vllm.releases import RELEASES, release_for
+
 PROBE = Path(__file__).with_name("probe.py")
 SITES = Path(os.environ.get("CC_SCENARIO_SITES", "/nonexistent"))
+RELEASE_SITES = Path(os.environ.get("CC_VLLM_RELEASE_SITES", "/nonexistent"))
+#: The release the venv holds (the session installs it); the others come from their own sites.
+VENV_RELEASE = "0.33.0"
+#: The release the running case is about (set by the ``release`` fixture).
+_release: list[str] = [VENV_RELEASE]
 CARDCAGE = shutil.which("cardcage", path=str(Path(sys.executable).parent)) or "cardcage"
 ALL = ["demo-cpu", "cc-fixture-vllm-hooks", "cc-fixture-vllm-broken", "cc-fixture-vllm-platform"]
 ADAPTERS = "cardcage.platforms.hosts.vllm.adapter."
 DEMO_CPU = "cardcage_demo_cpu.platform.DemoCpuSRTPlatform"
 RESOLVE = "vllm.utils.import_utils.resolve_obj_by_qualname"
 BASE_METHOD = "vllm.platforms.interface.Platform.is_sleep_mode_available"
-DEFERRED = "vllm.platforms.cpu.CpuPlatform.get_device_total_memory"
+DEFERRED = "vllm.platforms.zen_cpu.ZenCpuPlatform.is_zen_cpu"
 
 pytestmark = pytest.mark.skipif(
     not SITES.is_dir(), reason="run through `nox -s scenario-vllm` (needs the vendor sites)"
 )
 
 
-def env(sites: list[str], extra: dict[str, str]) -> dict[str, str]:
+@pytest.fixture(autouse=True, params=[r.version for r in RELEASES], ids=lambda v: f"vllm-{v}")
+def release(request: pytest.FixtureRequest) -> str:
+    """Every case runs on every release of the table: the venv's own, or one from its site."""
+    version: str = request.param
+    if version != VENV_RELEASE and not (RELEASE_SITES / version / "vllm").is_dir():
+        pytest.fail(f"vLLM {version} is not unpacked under $CC_VLLM_RELEASE_SITES: run nox")
+    _release[:] = [version]
+    return version
+
+
+def env(sites: list[str], extra: dict[str, str], release: str | None = None) -> dict[str, str]:
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("VLLM_", "SGLANG_", "CARDCAGE_", "CC_VLLM_")) and k != "PYTHONPATH"
     }
-    clean["PYTHONPATH"] = os.pathsep.join(str(SITES / s) for s in sites)
+    version = release or _release[0]
+    first = [] if version == VENV_RELEASE else [str(RELEASE_SITES / version)]
+    clean["PYTHONPATH"] = os.pathsep.join([*first, *(str(SITES / s) for s in sites)])
     clean.update(extra)
     return clean
 
 
 @functools.cache
 def _start(
-    sites: tuple[str, ...], steps: tuple[str, ...], extra: tuple[tuple[str, str], ...]
+    release: str,
+    sites: tuple[str, ...],
+    steps: tuple[str, ...],
+    extra: tuple[tuple[str, str], ...],
 ) -> str:
     done = subprocess.run(
         [sys.executable, str(PROBE), *steps],
-        env=env(list(sites), dict(extra)),
+        env=env(list(sites), dict(extra), release),
         capture_output=True,
         text=True,
         check=False,
@@ -68,7 +94,8 @@ def _start(
 
 def start(sites: list[str], *steps: str, **extra: str) -> dict[str, Any]:
     """The probe's report for ``steps`` in a fresh vLLM process (shared by identical cases)."""
-    report: dict[str, Any] = json.loads(_start(tuple(sites), steps, tuple(sorted(extra.items()))))
+    key = (_release[0], tuple(sites), steps, tuple(sorted(extra.items())))
+    report: dict[str, Any] = json.loads(_start(*key))
     return report
 
 
@@ -84,6 +111,23 @@ def failed(report: dict[str, Any], name: str) -> dict[str, Any]:
     return found  # type: ignore[no-any-return]
 
 
+# -- the release table ---------------------------------------------------------------------------
+
+
+def test_the_release_table_says_what_this_vllm_release_is(release: str) -> None:
+    found = step(start([], "release"), "release")
+    assert found["version"] == release
+    entry, supported = release_for(found["version"])
+    assert (entry.version, supported) == (release, True)
+    names = set(found["platform_names"])
+    assert set(entry.platform_names_added) <= names
+    index = [r.version for r in RELEASES].index(release)
+    for newer in RELEASES[index + 1 :]:  # the table is in release order
+        assert not set(newer.platform_names_added) & names, newer
+    assert found["cpu_config_raises_without_triton"] is entry.cpu_config_requires_triton
+    assert found["removed_env_table"] is entry.rejects_removed_env
+
+
 # -- selection ---------------------------------------------------------------------------------
 
 
@@ -95,22 +139,33 @@ def test_vllm_selects_demo_cpus_adapter_and_its_device_layer_answers() -> None:
     assert platform["enum_is_vllm_oot"]
     assert platform["out_of_tree"]
     assert not platform["is_unspecified"]
-    assert (platform["device_name"], platform["device_type"]) == ("demo_cpu", "cpu")
+    # vLLM builds torch devices from device_name: it answers cardcage's device_type there, and
+    # the vendor's name stays in get_device_name().
+    assert (platform["device_name"], platform["device_type"]) == ("cpu", "cpu")
     # Class-level calls reach the vendor's instance methods; types are vLLM's.
     assert platform["has_device_capability"] is False
     assert platform["class_has_device_capability"] is False
     assert platform["capability_is_vllm_type"]
     assert platform["cpu_arch_is_vllm_enum"]
     assert platform["total_memory"] == platform["class_total_memory"] > 0
-    assert platform["device_name_of_0"].startswith("demo_cpu")
+    # demo-cpu's get_device_name() starts with its device_name, which under vLLM is the torch
+    # device type (vLLM builds torch devices from it), then names the host's CPU.
+    assert platform["device_name_of_0"].startswith("cpu ")
     assert platform["dist_backend"] == "gloo"  # from get_torch_distributed_backend_str()
     assert platform["supported_quantization"] == []
-    # demo-cpu's vLLM section.
-    assert platform["attn_backend"] == "vllm.v1.attention.backends.cpu_attn.CPUAttentionBackend"
-    assert platform["worker_cls"] == "vllm.v1.worker.cpu_worker.CPUWorker"
+    # demo-cpu's vLLM section declares CPU-like: vLLM's CpuPlatform answers what demo-cpu does
+    # not (the kernels this CPU's instruction set runs), is_cpu() is True for vLLM's branches
+    # and the platform stays out of tree. The section's own methods come first and chain to
+    # CpuPlatform's; the config step, the worker and the attention backend they answer need a
+    # real VllmConfig and vLLM's kernels: scenario-vllm-engine checks them in vLLM's engine.
+    assert platform["vllm_bases"][0] == "vllm.platforms.cpu.CpuPlatform"
+    assert platform["is_cpu"]
+    assert platform["kernels_from"] == "vllm.platforms.cpu.CpuPlatform.import_kernels"
+    section = "cardcage_demo_cpu.vllm_section.DemoCpuVllmSection"
+    assert platform["attn_backend_defined_by"] == section
     assert platform["dispatch_key"] == "CPU"
-    # A vLLM-only name the vendor left alone answers as vLLM's base does.
-    assert platform["device_control_env_var"] == "VLLM_DEVICE_CONTROL_ENV_VAR_PLACEHOLDER"
+    # A vLLM-only name the vendor left alone answers as vLLM's base does (here CpuPlatform).
+    assert platform["device_control_env_var"] == platform["base_device_control_env_var"]
 
 
 def test_without_the_opt_in_vllm_falls_back_and_demo_cpu_registers_nothing() -> None:
@@ -138,11 +193,13 @@ def test_two_activating_platforms_are_vllms_runtime_error() -> None:
     assert "Only one platform plugin can be activated" in failed(report, "platform")["error"]
 
 
-def test_a_bad_opt_in_is_our_typed_error_which_vllm_logs_and_falls_back_from() -> None:
+def test_a_bad_opt_in_is_our_typed_error_which_vllm_logs_and_falls_back_from(release: str) -> None:
     report = start(ALL, "platform", CARDCAGE_DEMO_CPU="yes")
     assert step(report, "platform")["class"] == "vllm.platforms.interface.UnspecifiedPlatform"
-    assert "InvalidEnvVarError" in report["stderr"]
-    assert "CARDCAGE_DEMO_CPU" in report["stderr"]
+    # The probe logs at INFO: what vLLM logs at WARNING shows, what it logs at DEBUG does not.
+    shown = release_for(release)[0].activate_failure_level == "WARNING"
+    assert ("InvalidEnvVarError" in report["stderr"]) is shown
+    assert ("CARDCAGE_DEMO_CPU" in report["stderr"]) is shown
 
 
 def test_a_colon_spelled_qualname_is_what_vllm_cannot_resolve() -> None:
@@ -163,7 +220,7 @@ def test_hooks_take_effect_under_vllms_loader_attributed_and_without_an_apply_ca
     assert RESOLVE in hooks["applied"]
     assert BASE_METHOD in hooks["applied"]
     # The deferred target waited for its module, and was patched on its first import.
-    assert hooks["pending"] == {DEFERRED: "vllm.platforms.cpu"}
+    assert hooks["pending"] == {DEFERRED: "vllm.platforms.zen_cpu"}
     assert DEFERRED in hooks["applied_after_import"]
     assert hooks["fixture_calls"] == [BASE_METHOD, DEFERRED]
     # Called through vllm.platforms' own `from ... import` copy: propagation rebound it.
@@ -227,7 +284,8 @@ def test_cardcage_platform_names_what_vllms_current_platform_selected() -> None:
     assert selection["platform"] == platform["class"]
     assert selection["platform"].startswith(ADAPTERS)
     assert (selection["plugin"], selection["distribution"]) == ("demo_cpu", "cardcage-demo-cpu")
-    assert (selection["device_name"], selection["enum"]) == ("demo_cpu", "OOT")
+    # What vLLM's platform answers: device_name is the torch device type under vLLM.
+    assert (selection["device_name"], selection["enum"]) == ("cpu", "OOT")
     assert selection["reason"].startswith("vLLM's own selection")
     assert "chose otherwise" not in selection["reason"]
 

@@ -17,12 +17,15 @@ The SRT half records, with a ``value`` where there is one to show:
   intra-op threads it set (None without torch);
 * ``device_total_memory`` (key: the device id): the device's answer to "how much memory?";
   value: bytes;
-* ``register`` (key: the hook target): the general plugin registered its hook with SGLang;
+* ``register`` (key: the hook target): the general plugin registered its hook with SGLang or
+  vLLM;
 * ``hook`` (key: the hook target): the hook ran; value: what the hooked function returned
   (for ``sglang.srt.utils.common.get_device_memory_capacity``, MiB);
 * ``kernel`` (key: the op, ``rms_norm``, ``fused_add_rms_norm``, ``silu_and_mul``): one of the
   platform's kernels (``kernels``) ran in a host's op; ``EVIDENCE.count("kernel", op)`` counts
-  the calls in this process.
+  the calls in this process;
+* ``resolve`` (key: the dotted name): vLLM resolved that name through the hooked
+  ``resolve_obj_by_qualname`` (its worker class, its attention backend).
 
 ``EVIDENCE.count("forward", "...RMSNorm")`` reads a counter in this process. When
 ``CARDCAGE_DEMO_CPU_EVIDENCE`` names a file, the first occurrence of each (event, key) in each
@@ -50,6 +53,7 @@ EVENTS = (
     "device_total_memory",
     "hook",
     "kernel",
+    "resolve",
 )
 
 #: The evidence of this process.

@@ -16,8 +16,9 @@ with cardcage's failure policy (this distribution's failure aborts start-up with
   ``get_device_total_memory()`` here and sizes the KV cache from the answer, so it is the number
   to check first when a server runs out of memory or leaves it idle; logged at INFO and recorded
   as evidence. It runs on any machine, without a model.
-* Under vLLM 0.33: ``vllm.utils.import_utils.resolve_obj_by_qualname``, every class vLLM resolves
-  by name (the platform, the attention backend and worker of ``vllm_section``), logged at INFO.
+* Under vLLM (0.32 to 0.34): ``vllm.utils.import_utils.resolve_obj_by_qualname``, every class
+  vLLM resolves by name (the worker and the attention backend the platform names), logged at
+  INFO and recorded as ``resolve`` evidence.
   vLLM's modules import it with ``from ... import``; cardcage rebinds those copies too.
 
 Only what the platform interface cannot do belongs here: device set-up goes in
@@ -88,15 +89,21 @@ def time_device_memory_query(original: Callable[..., Any], *args: Any, **kwargs:
 
 
 def time_vllm_resolve(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """AROUND vLLM's ``resolve_obj_by_qualname``: count, time and log what vLLM resolved."""
+    """AROUND vLLM's ``resolve_obj_by_qualname``: count, time and log what vLLM resolved.
+
+    Each name is also ``resolve`` evidence (key: the name), so a launcher sees, per vLLM process
+    and in order, the worker and attention backend vLLM built from its platform's answers.
+    """
     resolved = STATS.timed(VLLM_RESOLVE, original, *args, **kwargs)
-    logger.info("vLLM resolved %s", args[0] if args else kwargs.get("qualname"))
+    qualname = args[0] if args else kwargs.get("qualname")
+    EVIDENCE.record("resolve", str(qualname))
+    logger.info("vLLM resolved %s", qualname)
     return resolved
 
 
 def _registered(host: Host, spec: HookSpec) -> None:
-    # Evidence that SGLang got the hook: a launcher reads it from each of SGLang's processes.
-    if host is Host.SGLANG:
+    # Evidence that the host got the hook: a launcher reads it from each of the host's processes.
+    if host in (Host.SGLANG, Host.VLLM):
         EVIDENCE.record("register", spec.target)
 
 

@@ -38,7 +38,11 @@ __all__ = ["BEHAVES_AS", "check_identity", "declared_identity", "identity_of"]
 #: take (its tensors live on the host CPU, or it offers CUDA's or ROCm's programming interface).
 BEHAVES_AS: tuple[PlatformEnum, ...] = (PlatformEnum.CPU, PlatformEnum.CUDA, PlatformEnum.ROCM)
 
-_ADAPTERS_MODULE = "cardcage.platforms.hosts.sglang.adapter"
+# The hosts' adapters: built from a class that passed the check, with the host's own enums.
+_ADAPTERS_MODULES = (
+    "cardcage.platforms.hosts.sglang.adapter",
+    "cardcage.platforms.hosts.vllm.adapter",
+)
 # _enum values that leave the identity open: every external class, and a mixin defined before
 # the class that sets _enum.
 _OPEN = (PlatformEnum.OOT, PlatformEnum.UNSPECIFIED)
@@ -84,7 +88,7 @@ def _choices() -> str:
 
 def check_identity(cls: type) -> None:
     """Raise ``PlatformIdentityError`` when ``cls``'s ``behaves_as`` cannot hold (module doc)."""
-    if cls.__module__ == _ADAPTERS_MODULE:
+    if cls.__module__ in _ADAPTERS_MODULES:
         return  # built from a class that passed this check; its enums are the host's
     declared = getattr(cls, "behaves_as", None)
     if declared is None:

@@ -3,6 +3,10 @@
 * ``adapter``: the vLLM-native subclass of a vendor's cardcage platform class (an instance of
   ``vllm.platforms.interface.Platform`` with vLLM's ``PlatformEnum.OOT``), built when vLLM
   resolves the dotted name ``activate()`` returned;
+* ``identity``: what a declared ``behaves_as`` means under vLLM (the built-in base class, the
+  predicates);
+* ``worker``: the worker subclass that runs the vendor's ``init_backend()`` in vLLM's worker;
+* ``releases``: the vLLM releases cardcage supports and what differs between them, as data;
 * ``rules``: vLLM's selection and loader rules as a predictor, for where vLLM is not running;
 * ``diagnosis``: what the ``cardcage`` commands say about the vLLM runtime, by vLLM's rules.
 

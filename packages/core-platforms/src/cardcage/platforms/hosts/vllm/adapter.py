@@ -1,4 +1,4 @@
-"""vLLM-native adapters: a cardcage platform class, as vLLM 0.33's selection and callers want it.
+"""vLLM-native adapters: a cardcage platform class, as vLLM's selection and callers want it.
 
 vLLM resolves the name ``activate()`` returned by splitting it on its *last dot* and reading the
 attribute (no ``module:Class`` form), instantiates the class with no arguments, and then treats it
@@ -7,9 +7,18 @@ and calls most methods on the class (``cls.get_device_capability()`` inside
 ``has_device_capability``). Under vLLM, ``host_qualname()`` therefore returns a dotted name in
 this module; resolving it builds (once per vendor class, then cached) the adapter::
 
-    class <Vendor>(<vLLM section>, VendorClass, vllm.platforms.interface.Platform)
+    class <Vendor>(<vLLM section>, VendorClass, <vLLM base>)
 
-with this namespace, in order of precedence:
+where the vLLM base is ``vllm.platforms.interface.Platform``, or the built-in class the vendor's
+declared identity names (``identity``: ``vllm.platforms.cpu.CpuPlatform`` for CPU-like), with
+this namespace, in order of precedence:
+
+0. the adapter's own: vLLM's identity predicates answered as the declared built-in's
+   (``identity``); ``device_name`` answered with the vendor's ``device_type`` (vLLM builds
+   ``torch.device(f"{device_name}:{index}")`` for an out-of-tree platform), unless the section
+   sets it; and, when the vendor defines ``init_backend()``, a ``check_and_update_config`` that
+   runs the section's and the base's, then hands vLLM the worker subclass that calls
+   ``init_backend()`` in the worker (``worker``);
 
 1. every name of the vendor's vLLM section (``SRTPlatform.vllm_section``, a class imported only
    here) answers as the section defines it: this is the marked place for what only vLLM asks
@@ -50,6 +59,8 @@ from typing import Any
 
 from cardcage.hooks.log import get_logger
 from cardcage.platforms.hosts._naming import SEPARATOR, attribute_name, vendor_qualname
+
+from . import identity as _identity
 
 __all__ = ["adapted_class", "adapter_qualname", "build_adapter", "vendor_qualname"]
 
@@ -221,11 +232,32 @@ def _translations(
     return out
 
 
+def _worker_wrapping(adapter: list[type]) -> classmethod[Any, Any, None]:
+    """``check_and_update_config`` that chains to the section and base, then hands vLLM the
+    worker subclass that runs the vendor's ``init_backend()`` (``worker``)."""
+    from .worker import is_wrapped, worker_qualname
+
+    def check_and_update_config(owner: type, vllm_config: Any) -> None:
+        super(adapter[0], owner).check_and_update_config(vllm_config)  # type: ignore[arg-type]
+        parallel_config = getattr(vllm_config, "parallel_config", None)
+        if parallel_config is None:
+            return
+        chosen = getattr(parallel_config, "worker_cls", None)
+        if isinstance(chosen, type):
+            chosen = f"{chosen.__module__}.{chosen.__qualname__}"
+        if isinstance(chosen, str) and chosen != "auto" and not is_wrapped(chosen):
+            parallel_config.worker_cls = worker_qualname(chosen)
+
+    check_and_update_config.__doc__ = (
+        "vLLM's config step as the vendor's section and vLLM's base answer it; then the worker "
+        "class they chose runs the vendor's init_backend() first (hosts.vllm.worker)."
+    )
+    return classmethod(check_and_update_config)
+
+
 def build_adapter(cls: type) -> type:
     """Build the vLLM-native subclass of the cardcage platform class ``cls`` (uncached)."""
     runtime_base = _runtime_base(cls)
-    host_base: type = _resolve(runtime_base.vllm_base_class)  # type: ignore[attr-defined]
-    host_module = importlib.import_module(host_base.__module__)
     section_path = getattr(cls, "vllm_section", None)
     section: Any = _resolve(section_path) if section_path else None
     if section is not None and not isinstance(section, type):
@@ -236,6 +268,13 @@ def build_adapter(cls: type) -> type:
             f"{type(section).__name__} {section!r:.60}, not a class. Point it at the class that "
             "holds the platform's vLLM answers."
         )
+    # A declared identity picks the built-in class vLLM's answers come from (hosts.vllm.identity).
+    declared = _identity.declared_identity(cls, section)
+    base_path = _identity.IDENTITY_BASES.get(declared) if declared is not None else None
+    host_base: type = _resolve(base_path or runtime_base.vllm_base_class)  # type: ignore[attr-defined]
+    host_module = importlib.import_module(
+        _resolve(runtime_base.vllm_base_class).__module__  # type: ignore[attr-defined]
+    )
     cardcage_bases = set(runtime_base.__mro__)
     host_classes = set(host_base.__mro__)
     vendor_names = _own_names(cls, cardcage_bases) - _HOST_NAMES
@@ -276,6 +315,21 @@ def build_adapter(cls: type) -> type:
         elif name == "supported_quantization" and isinstance(raw, tuple):
             namespace[name] = list(raw)
     namespace.update(_translations(cls, vendor_names, section_names | vendor_names, host_base))
+    device_type = getattr(cls, "device_type", None)
+    if "device_name" not in section_names and isinstance(device_type, str) and device_type:
+        # vLLM builds torch devices from an out-of-tree platform's device_name
+        # (torch.device(f"{device_name}:{index}") for its process groups): vLLM's device_name is
+        # the torch device type, which cardcage calls device_type.
+        namespace["device_name"] = device_type
+    # A declared identity: vLLM's predicates answer as that built-in's; _enum stays OOT.
+    namespace.update(
+        _identity.identity_namespace(
+            declared, host_base, host_module.PlatformEnum, vendor_names | section_names
+        )
+    )
+    built: list[type] = []
+    if "init_backend" in vendor_names:
+        namespace["check_and_update_config"] = _worker_wrapping(built)
     vendor_init = vars(cls).get("__init__") or _raw_attribute(cls, "__init__")
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -288,12 +342,15 @@ def build_adapter(cls: type) -> type:
     bases = (section, cls, host_base) if section is not None else (cls, host_base)
     adapter = type(cls.__name__, bases, namespace)
     adapter.__qualname__ = attribute_name(f"{cls.__module__}:{cls.__qualname__}")
+    built.append(adapter)
     logger.debug(
-        "Built the vLLM adapter of %s.%s on %s%s",
+        "Built the vLLM adapter of %s.%s on %s.%s%s%s",
         cls.__module__,
         cls.__name__,
-        runtime_base.vllm_base_class,  # type: ignore[attr-defined]
+        host_base.__module__,
+        host_base.__qualname__,
         f" with its vLLM section {section_path}" if section is not None else "",
+        f", behaving as {declared.name}" if declared is not None else "",
     )
     return adapter
 

