@@ -166,3 +166,17 @@ def test_demo_cpus_hook_took_effect_in_every_process_and_the_worker_used_it(
         assert f"register:{RESOLVE_HOOK}" in _events(run, pid)
     # ... and the hooked function is what vLLM's worker resolved its attention backend with.
     assert f"resolve:{ATTENTION}" in _events(run, _worker_pid(run))
+
+
+def test_demo_cpus_kernels_ran_in_vllms_ops_in_the_worker_only(run: dict[str, Any]) -> None:
+    # demo-cpu declares its kernels by op; cardcage registered them with vLLM's
+    # CustomOp.register_oot right after init_backend() in the worker, so the RMSNorm and
+    # SiluAndMul vLLM built there called them (and the tokens above still equal HF's).
+    worker = _worker_pid(run)
+    events = _events(run, worker)
+    for op in ("rms_norm", "fused_add_rms_norm", "silu_and_mul"):
+        assert f"kernel:{op}" in events, events
+        assert events.index("init_backend:srt") < events.index(f"kernel:{op}")
+    others = {e["pid"] for e in run["evidence"]} - {worker}
+    for pid in others:
+        assert not any(e.startswith("kernel:") for e in _events(run, pid))

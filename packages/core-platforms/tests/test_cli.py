@@ -1310,6 +1310,7 @@ ACME = {
     "distribution": "acme-accel",
     "version": "2.1",
     "qualname": "ccfix_acme_accel_acme.FixturePlatform",
+    "kernels": [],  # it declares none
 }
 
 
@@ -1427,6 +1428,7 @@ def test_doctor_json_names_a_selected_plugin_whose_selection_fails(site: Site) -
         "distribution": "sleepy-vendor",
         "version": "1.0",
         "qualname": None,
+        "kernels": [],
     }
     assert startup["selection_fails"] is True
     assert "platform selection fails (see the errors)" in startup["detail"]

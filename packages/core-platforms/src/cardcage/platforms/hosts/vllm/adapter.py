@@ -328,7 +328,7 @@ def build_adapter(cls: type) -> type:
         )
     )
     built: list[type] = []
-    if "init_backend" in vendor_names:
+    if "init_backend" in vendor_names or getattr(cls, "kernels", None):  # both run in the worker
         namespace["check_and_update_config"] = _worker_wrapping(built)
     vendor_init = vars(cls).get("__init__") or _raw_attribute(cls, "__init__")
 

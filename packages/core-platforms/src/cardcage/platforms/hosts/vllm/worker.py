@@ -77,7 +77,20 @@ def run_init_backend() -> bool:
             raise
         _ran_in[:] = [os.getpid()]
         logger.debug("%s.init_backend() ran in vLLM's worker", type(current_platform).__name__)
+        _install_kernels(type(current_platform))
         return True
+
+
+def _install_kernels(adapter: type) -> None:
+    """The kernels the vendor's class declares, into vLLM's ops: right after ``init_backend()``,
+    before vLLM builds the model (``cardcage.platforms.hosts.vllm.kernels``)."""
+    from .adapter import adapted_class
+
+    vendor = adapted_class(adapter)
+    if vendor is not None and getattr(vendor, "kernels", None):
+        from .kernels import install_for
+
+        install_for(vendor)
 
 
 def _build(chosen: str) -> type:
