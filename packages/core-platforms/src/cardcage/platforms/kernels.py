@@ -14,7 +14,8 @@ kernel library never sees a host class: the host's room unpacks the host's op ob
 signature. Where a host selects the platform, its room installs the kernels into the host's own
 op mechanism in each process that builds ops, right after the platform's ``init_backend()``:
 SGLang's SRT fused ops (``cardcage.platforms.hosts.sglang.srt_kernels``) on every SGLang release
-with plugins. What was installed, refused or left out, and why, is this process's
+with plugins, vLLM's ``CustomOp`` replacements (``cardcage.platforms.hosts.vllm.kernels``).
+What was installed, refused or left out, and why, is this process's
 ``installed()``; ``in_effect()`` asks the host, in its own process, whether its ops still
 dispatch to them.
 
