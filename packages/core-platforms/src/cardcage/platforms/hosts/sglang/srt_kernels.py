@@ -12,9 +12,10 @@ class, which unpacks SGLang's op into the op table's signature and calls the ven
 What maps where (``SRT_OPS``): ``rms_norm`` and ``fused_add_rms_norm`` to ``RMSNorm`` (the one
 SGLang class serves both, with and without a residual), ``silu_and_mul`` to ``SiluAndMul``.
 Not ``GemmaRMSNorm``, whose weight is offset by one. A call the kernels cannot express (a
-variance over part of the hidden size, an extra residual, a fused quantization, float32
-residuals, a cast before the weight) goes to SGLang's own ``forward_native`` with the same
-arguments, so the op always computes what SGLang would.
+variance over part of the hidden size, an extra residual addition, float32 residuals, a cast
+before the weight) goes to SGLang's own ``forward_native``, so the op always computes what
+SGLang's native forward would. A ``quant_linear`` argument (the next projection, a hint for
+SGLang's CUDA forward) is ignored, as ``forward_native`` ignores it.
 
 Imported only in a process where SGLang selected one of our adapters, from the adapter's
 ``init_backend()``; it imports SGLang's op modules then.
@@ -167,6 +168,10 @@ def _rms_norm_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..., A
     fused = kernels.get("fused_add_rms_norm")
 
     def forward(op: Any, x: Any, residual: Any = None, *rest: Any, **extra: Any) -> Any:
+        # quant_linear (0.5.18 - 0.5.20's Llama passes the next projection) only lets SGLang's
+        # CUDA forward fuse that projection's input quantization; forward_native ignores it, and
+        # so do the kernels, which compute what forward_native computes.
+        extra.pop("quant_linear", None)
         kernel = rms_norm if residual is None else fused
         if (
             kernel is None
