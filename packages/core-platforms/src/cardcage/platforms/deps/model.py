@@ -112,6 +112,10 @@ class Dependency:
     where: tuple[Where, ...]
     #: Call sites of a callable symbol in the plugin's own code (empty when unknown or none).
     calls: tuple[CallShape, ...] = ()
+    #: Every use is guarded by the plugin itself (an import inside ``try: ... except
+    #: ImportError``/``AttributeError``, or ``getattr(module, "name", default)``): a release
+    #: without the symbol is then reported, but not counted as a break.
+    guarded: bool = False
 
 
 @dataclass(frozen=True)
