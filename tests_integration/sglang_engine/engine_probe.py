@@ -7,8 +7,9 @@ engine_probe:register``) on the Engine's PYTHONPATH, so SGLang's own ``load_plug
 ``register()`` in each of its processes, exactly as it runs demo-cpu's. The plugin registers one
 AFTER hook, with SGLang's hook registry, on ``Scheduler.__init__``: once the scheduler has built
 its memory pool, the hook writes one JSON line to ``$CC_ENGINE_PROBE`` with the classes of the
-scheduler's allocator and of the KV cache behind it, and what the selected platform answers, in
-that release's own names, to the questions SGLang asks about KV pools and graphs.
+scheduler's allocator and of the KV cache behind it, what the selected platform answers, in
+that release's own names, to the questions SGLang asks about KV pools and graphs, and what
+``cardcage.platforms.in_effect()`` says there of demo-cpu's hooks and kernels.
 
 Once a scheduler is built, the same hook wraps its model runner's class ``forward`` so that each
 forward counts demo-cpu's kernel calls (its ``kernel`` evidence) under its forward mode, prefill
@@ -81,6 +82,13 @@ def _platform_answers() -> dict[str, Any]:
     }
 
 
+def _in_effect() -> dict[str, Any]:
+    """demo-cpu's hooks and the installed kernels, as the scheduler's own process sees them."""
+    from cardcage.platforms import in_effect
+
+    return in_effect("cardcage-demo-cpu")
+
+
 def _after_scheduler_init(result: None, scheduler: Any, *args: Any, **kwargs: Any) -> None:
     """Write what this scheduler built and what its platform answered, as one JSON line."""
     import sglang
@@ -93,6 +101,7 @@ def _after_scheduler_init(result: None, scheduler: Any, *args: Any, **kwargs: An
         "kv_cache": _name(allocator.get_kvcache()),
         "max_total_num_tokens": scheduler.max_total_num_tokens,
         **_platform_answers(),
+        "in_effect": _in_effect(),
     }
     with Path(os.environ[REPORT_ENV]).open("a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")

@@ -156,6 +156,19 @@ def test_demo_cpus_hook_is_registered_with_sglang_attributed_to_demo_cpu(
     assert f"hook:{DEVICE_MEMORY}" in run["evidence"][run["launcher"]]
 
 
+def test_in_effect_inside_sglangs_scheduler_reports_demo_cpus_hook_and_kernels(
+    run: dict[str, Any],
+) -> None:
+    # Asked inside the scheduler: SGLang applied the hook demo-cpu handed it, with SGLang's own
+    # wrapper, and its ops dispatch to demo-cpu's kernels there.
+    report = _scheduler_probe(run)["in_effect"]
+    assert report["schema"] == "cardcage.in-effect/1"
+    hooks = [(h["target"], h["type"], h["applied_by"], h["state"]) for h in report["hooks"]]
+    assert hooks == [(DEVICE_MEMORY, "AROUND", "sglang", "in-effect")], report["hooks"]
+    kernels = {k["op"]: k["in_effect"] for k in report["kernels"]}
+    assert kernels == dict.fromkeys(("rms_norm", "fused_add_rms_norm", "silu_and_mul"), True)
+
+
 def test_only_sglangs_processes_wrote_evidence(run: dict[str, Any]) -> None:
     assert set(run["evidence"]) <= {run["launcher"], *run["children"]}
 

@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .current import get_current_platform, get_selection_record
     from .device_mixin import CpuArchEnum, DeviceCapability, DeviceMixin, PlatformEnum
+    from .effect import in_effect
     from .interface import KVPoolKind, PlatformCapabilities, SRTPlatform
 
 __version__ = "0.1.0"
@@ -28,6 +29,7 @@ _EXPORTS = {
     "KVPoolKind": "interface",
     "PlatformCapabilities": "interface",
     "SRTPlatform": "interface",
+    "in_effect": "effect",
 }
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "current_platform",
     "get_current_platform",
     "get_selection_record",
+    "in_effect",
 ]
 
 

@@ -90,6 +90,9 @@ def register(
     registry = _resolve(registry_qualname)
     hook_type = importlib.import_module(HOOK_REGISTRY_MODULE).HookType[hook_type_name]
     registry.register(target, hook, hook_type, source=source)
+    from cardcage.hooks.effect import record_handoff
+
+    record_handoff("sglang", registry_qualname, target, hook, hook_type_name, source)
     logger.debug(
         "Handed %s hook on %s to SGLang's %s for %s",
         hook_type_name,
