@@ -557,6 +557,19 @@ def _cmd_new(args: argparse.Namespace) -> _Outcome:
     return _Outcome(report, _command.render, 0)
 
 
+def _cmd_deps(args: argparse.Namespace) -> _Outcome:
+    # Imported here: reading host releases costs the other commands nothing.
+    from .deps import command
+    from .deps.errors import DepsError
+    from .deps.report import render
+
+    try:
+        report = command.run(args)
+    except DepsError as exc:
+        raise _UsageError(str(exc)) from None
+    return _Outcome(report, render, 1 if args.strict and report.breaks else 0)
+
+
 def _add_new(commands: Any) -> None:
     """``cardcage new``: every value a flag, so CI runs it as is; nothing is prompted."""
     new = commands.add_parser(
@@ -713,6 +726,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     doctor.set_defaults(run=_cmd_doctor)
+    from .deps.command import add_parser as add_deps
+
+    add_deps(commands, common).set_defaults(run=_cmd_deps)
     _add_new(commands)
     return parser
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool
+from cardcage.hooks.envs import EnvRegistry, EnvVar, parse_bool, parse_str
 
-__all__ = ["CARDCAGE_KERNELS", "ENV_VARS", "SGLANG_USE_CPU_ENGINE"]
+__all__ = ["CARDCAGE_CACHE_DIR", "CARDCAGE_KERNELS", "ENV_VARS", "SGLANG_USE_CPU_ENGINE"]
 
 ENV_VARS = EnvRegistry("cardcage-core-platforms")
 
@@ -31,6 +31,20 @@ CARDCAGE_KERNELS: EnvVar[bool] = ENV_VARS.add(
             "When false, no host installs the kernels a platform declares (its kernels "
             "attribute): every op runs the host's own forward. For bisecting a numerical "
             "difference down to a vendor kernel, in any host."
+        ),
+    )
+)
+
+CARDCAGE_CACHE_DIR: EnvVar[str] = ENV_VARS.add(
+    EnvVar(
+        name="CARDCAGE_CACHE_DIR",
+        default="",
+        parser=parse_str,
+        kind="string",
+        description=(
+            "Where cardcage deps keeps the host wheels it fetched for --against NAME==VERSION "
+            "(in its wheels/ folder); unset: ~/.cache/cardcage. A CI job caches this folder to "
+            "check releases without a download."
         ),
     )
 )

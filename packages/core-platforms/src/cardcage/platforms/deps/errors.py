@@ -7,6 +7,7 @@ from cardcage.hooks.errors import CardcageError
 __all__ = [
     "DepsError",
     "DownloadRequiredError",
+    "LockFileError",
     "NotAHostReleaseError",
     "ReleaseNotFoundError",
     "ReleaseUnreadableError",
@@ -41,3 +42,7 @@ class DownloadRequiredError(DepsError, RuntimeError):
 
 class UnknownPluginDistributionError(DepsError, LookupError):
     """A plugin distribution name that is not installed in this environment."""
+
+
+class LockFileError(DepsError, ValueError):
+    """A ``--baseline`` file that is not a lock ``cardcage deps --write-lock`` wrote."""

@@ -116,6 +116,10 @@ class Dependency:
     #: ImportError``/``AttributeError``, or ``getattr(module, "name", default)``): a release
     #: without the symbol is then reported, but not counted as a break.
     guarded: bool = False
+    #: The host releases the dependency applies to, as cardcage's release table names them
+    #: (``("0.5.18", "0.5.23")``, both ends included); None for every release. A kernel's
+    #: mechanism differs per range of releases, so each range is its own dependency.
+    releases: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 #: The commands with a JSON document, each described by ``schemas/<command>.schema.json``.
-COMMANDS = ("plugins", "platform", "hooks", "env", "doctor")
+COMMANDS = ("plugins", "platform", "hooks", "env", "doctor", "deps")
 
 #: The registry of the variables every runtime's plugin loading reads (core-hooks'); each
 #: registered runtime adds its own (``Runtime.env_registries``).
