@@ -521,3 +521,28 @@ def test_the_demo_cpu_plugin_depends_on_its_hook_targets_classes_and_entry_point
         ("vllm", "name", "vllm.v1.worker.cpu_worker:CPUWorker", "import"),
     }
     assert not any(d.guarded for d in deps)
+
+
+# -- refinements ------------------------------------------------------------------------------
+
+
+def test_a_python_version_check_does_not_guard() -> None:
+    source = "import sys\nif sys.version_info >= (3, 12):\n    from vllm.a import Foo\n"
+    assert not one(source, "vllm.a:Foo").guarded
+
+
+def test_a_registry_whose_name_mentions_hooks_takes_a_hook_target() -> None:
+    source = 'HookRegistry.register("sglang.srt.models.llama.LlamaModel.forward", fn)\n'
+    assert rows(source) == {("name", "sglang.srt.models.llama:LlamaModel.forward", "hook")}
+
+
+def test_a_name_imported_from_either_of_two_modules_records_calls_on_both() -> None:
+    source = """
+    try:
+        from vllm.new import Foo
+    except ImportError:
+        from vllm.old import Foo
+    Foo(1)
+    """
+    assert one(source, "vllm.new:Foo").calls[0].positional == 1
+    assert one(source, "vllm.old:Foo").calls[0].positional == 1

@@ -37,8 +37,13 @@ _ATTRIBUTE_GUARDS = frozenset({"AttributeError", "Exception", "BaseException"})
 #: ``sglang.srt.environ.envs.SGLANG_X``): an attribute past one of these is an env var, not a name.
 _ENV_HOLDERS = ("vllm.envs", "sglang.srt.environ.envs")
 
-#: Cardcage's hook declarations (``cardcage.platforms.plugin``) take their target first.
-_HOOK_FUNCTIONS = frozenset({"around", "before", "after", "replace", "HookSpec"})
+#: Cardcage's hook declarations (``cardcage.platforms.plugin``) and early value patches
+#: (``cardcage.hooks.early.set_value``) take their target first, without "hook" in their name.
+_HOOK_FUNCTIONS = frozenset({"around", "before", "after", "replace", "HookSpec", "set_value"})
+
+#: Version identifiers of Python itself, not of a host: ``sys.version_info``,
+#: ``platform.python_version()``. A test on them does not pick host releases.
+_PYTHON_VERSION = frozenset({"version_info", "python_version", "python_version_tuple"})
 
 #: ``get_bool_env_var("SGLANG_X")`` and its siblings in ``sglang.srt.utils``.
 _ENV_HELPER = re.compile(r"^get_\w+_env_var$")
@@ -93,6 +98,14 @@ class Accumulator:
 
     def add_call(self, key: Key, shape: CallShape) -> None:
         self._calls.setdefault(key, set()).add(shape)
+
+    def merge(self, other: Accumulator) -> None:
+        """Take in another's sites and calls (one file's, once the whole file was read)."""
+        for key, sites in other._sites.items():
+            for where, guarded in sites.items():
+                self.add(key, where, guarded=guarded)
+        for key, shapes in other._calls.items():
+            self._calls.setdefault(key, set()).update(shapes)
 
     def dependencies(self) -> list[Dependency]:
         """One row per key, sites and calls sorted; guarded only if every site is."""
@@ -159,12 +172,18 @@ def _is_version_test(test: ast.expr) -> bool:
 
     Heuristic: any identifier in the test (a name, an attribute, a called function) whose
     lower-case spelling contains ``version``: ``__version__``, ``version("vllm")``,
-    ``vllm_version_is(...)``, ``is_version(...)``, ``Version(...)``, ``VLLM_VERSION >= ...``.
-    Code under such a test was written for some releases only, so what it needs is guarded.
+    ``vllm_version_is(...)``, ``is_version(...)``, ``Version(...)``, ``VLLM_VERSION >= ...``;
+    Python's own version (``sys.version_info``) does not count. Code under such a test was
+    written for some releases only, so what it needs is guarded. Any library's version counts
+    (``torch.__version__``), as the test cannot tell which library a version belongs to.
     """
     for node in ast.walk(test):
         spelled = _last_name(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if spelled is not None and "version" in spelled.lower():
+        if (
+            spelled is not None
+            and "version" in spelled.lower()
+            and spelled.lower() not in _PYTHON_VERSION
+        ):
             return True
     return False
 
@@ -494,9 +513,7 @@ class _Scanner(ast.NodeVisitor):
             self._dynamic_import(node)
         elif name is not None and self._env_read(node, name):
             pass
-        elif name is not None and (
-            name in _HOOK_FUNCTIONS or "hook" in name.lower() or "patch" in name.lower()
-        ):
+        elif name is not None and _is_hook_call(node.func, name):
             self._hook_call(node)
         self._call_shape(node)
         self.generic_visit(node)
@@ -616,6 +633,17 @@ class _Scanner(ast.NodeVisitor):
             if id(node) not in self.hook_consumed:
                 key = _split_dotted(self, text, "import")
                 self._record(key, node, _IMPORT_GUARDS, guarded=guarded)
+
+
+def _is_hook_call(func: ast.expr, name: str) -> bool:
+    """A call that takes a hook or patch target first.
+
+    Heuristic: cardcage's declarations (:data:`_HOOK_FUNCTIONS`), or a function whose dotted
+    spelling mentions ``hook`` or ``patch``: ``register_hook(...)``, ``mock.patch(...)``,
+    ``HookRegistry.register(...)``, ``early.hook(...)``.
+    """
+    spelled = (_dotted(func) or name).lower()
+    return name in _HOOK_FUNCTIONS or "hook" in spelled or "patch" in spelled
 
 
 def _split_dotted(scanner: _Scanner, text: str, source: Source) -> Key:

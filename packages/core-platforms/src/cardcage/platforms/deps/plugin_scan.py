@@ -76,8 +76,11 @@ def scan_sources(
     """
     acc = Accumulator(distribution)
     for path, text in sources:
+        # Each file into its own accumulator: a file the reader gives up on halfway (a syntax
+        # error, an expression nested too deep) contributes nothing rather than half its rows.
+        one_file = Accumulator(distribution)
         try:
-            tree = ast.parse(text, filename=path)
+            scan_tree(path, ast.parse(text, filename=path), hosts, one_file)
         except (SyntaxError, ValueError, RecursionError) as exc:
             logger.warning(
                 "Cannot parse %s of %s (%s): its host dependencies are not recorded.",
@@ -86,7 +89,7 @@ def scan_sources(
                 exc,
             )
             continue
-        scan_tree(path, tree, hosts, acc)
+        acc.merge(one_file)
     packages = {pkg: host for host, pkgs in hosts.items() for pkg in pkgs}
     for group in sorted(set(entry_point_groups)):
         host = next((h for pkg, h in packages.items() if group.startswith(pkg + ".")), None)
