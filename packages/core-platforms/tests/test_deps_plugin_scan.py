@@ -546,3 +546,11 @@ def test_a_name_imported_from_either_of_two_modules_records_calls_on_both() -> N
     """
     assert one(source, "vllm.new:Foo").calls[0].positional == 1
     assert one(source, "vllm.old:Foo").calls[0].positional == 1
+
+
+def test_import_os_path_binds_os_for_environ_reads() -> None:
+    assert rows('import os.path\nos.environ.get("VLLM_X")\n') == {("env-var", "VLLM_X", "env-var")}
+
+
+def test_no_hosts_means_no_dependencies() -> None:
+    assert scan('import vllm.a\nX = "vllm.a:F"\nhook("vllm.a.F")\n', hosts={}) == []

@@ -9,6 +9,14 @@ reads a surprising row can find why it is there (and a reviewer can find what is
 Names are resolved flow-insensitively per file: every import statement of a file binds its names
 for the whole file, whatever the scope, and a later local assignment does not unbind them.
 
+Known blind spots, by design of a static reader: names reached through instances
+(``self.layer.forward``), through other modules' re-exports of a host name (the plugin's
+``from .compat import Foo``), or built at run time (``import_module(f"vllm.{x}")``,
+``getattr(m, name)``) are not seen; a parameter that shadows a host alias is taken for the alias;
+dotted strings are split into module and name by capitalisation, which a lower-case class or a
+capitalised module defeats; a version test on any library (``torch.__version__``) counts as a
+host version guard.
+
 Import-safe: stdlib only.
 """
 
@@ -224,12 +232,15 @@ class _Scanner(ast.NodeVisitor):
         self.path = path
         self.acc = acc
         self.host_of_package = {pkg: host for host, pkgs in hosts.items() for pkg in pkgs}
+        # With no host package at all, (?!) matches nothing: no string is a host target.
         packages = "|".join(re.escape(pkg) for pkg in sorted(self.host_of_package, key=len)[::-1])
+        packages = packages or "(?!)"
         self.colon_target = re.compile(
             rf"^(?:{packages})(?:\.\w+)*:{_IDENTIFIER}(?:\.{_IDENTIFIER})*$"
         )
         self.dotted_path = re.compile(rf"^(?:{packages})(?:\.{_IDENTIFIER})+$")
-        # Guard state: exception names caught around the current node, and version-if depth.
+        # Guard state: exception names caught around the current node, and whether a version
+        # test encloses it.
         self.caught: set[str] = set()
         self.version_guarded = False
         self.bindings: dict[str, list[_Bound]] = {}
@@ -267,14 +278,13 @@ class _Scanner(ast.NodeVisitor):
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 for alias in node.names:
                     self._bind_from(node.module, alias)
-        for name, modules in modules_via.items():
-            top = name
+        for top, modules in modules_via.items():
             host = self.host_of_package[top]
-            self.bindings.setdefault(name, []).append(_Bound(host, top, modules=frozenset(modules)))
+            self.bindings.setdefault(top, []).append(_Bound(host, top, modules=frozenset(modules)))
 
     def _bind_import(self, alias: ast.alias, modules_via: dict[str, set[str]]) -> None:
         top = alias.name.split(".")[0]
-        if alias.name == "os":
+        if alias.name == "os" or (top == "os" and not alias.asname):  # import os.path binds os
             self.os_names.add(alias.asname or "os")
         host = self.host_of_package.get(top)
         if host is None:
