@@ -181,9 +181,7 @@ def test_deps_predicts_whether_the_release_can_import_the_plugin(
     real = _real(release, fixture_site)
     predicted = _verdict(checked, "cc-deps-fixture", FUSED_MODULE)
     # The fused plugin's hook is in SGLang's registry only if its module imported.
-    sources = [
-        entry["source"] for entries in real["hooks"].values() for entry in entries
-    ]
+    sources = [entry["source"] for entries in real["hooks"].values() for entry in entries]
     imported = ["cc_fused", "cc-deps-fixture"] in sources
     assert (predicted["status"] == "present") is imported, (predicted, sources)
     assert predicted["breaks"] is (not imported)

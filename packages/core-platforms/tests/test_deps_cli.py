@@ -73,8 +73,12 @@ def _wheel(folder: Path, name: str, version: str, files: dict[str, str]) -> Path
         for member, text in files.items():
             archive.writestr(member, textwrap.dedent(text))
         info = f"{stem}.dist-info"
-        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         archive.writestr(f"{info}/RECORD", "")
     return path
 
@@ -192,7 +196,7 @@ def test_a_signature_the_plugins_own_call_no_longer_fits_is_changed_and_breaks(
     written = _deps(site, "--against", str(wheels["old"]), "--write-lock", str(lock))
     assert any("wrote" in note for note in written["notes"])
     document = _deps(site, "--against", str(wheels["new"]), "--baseline", str(lock))
-    verdict = _verdicts(document, "0.5.23")["sglang.srt.utils.common:get_device_memory_capacity"]
+    verdict = _verdicts(document, "0.5.23")["sglang.srt.utils:common.get_device_memory_capacity"]
     assert verdict["status"] == "changed"
     assert verdict["breaks"] is True
     assert verdict["baseline_signature"] == "(device)"
@@ -201,7 +205,10 @@ def test_a_signature_the_plugins_own_call_no_longer_fits_is_changed_and_breaks(
 
 
 def test_strict_exits_1_on_a_break_and_0_without(site: Site, wheels: dict[str, Path]) -> None:
-    assert site.run("deps", "--no-rehearse", "--against", str(wheels["old"]), "--strict").returncode == 0
+    assert (
+        site.run("deps", "--no-rehearse", "--against", str(wheels["old"]), "--strict").returncode
+        == 0
+    )
     broken = site.run("deps", "--no-rehearse", "--against", str(wheels["new"]), "--strict")
     assert broken.returncode == 1, broken
     assert "BREAK" in broken.stdout

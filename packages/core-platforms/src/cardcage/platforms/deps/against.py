@@ -15,7 +15,6 @@ The cache is ``$CARDCAGE_CACHE_DIR/wheels`` (default ``~/.cache/cardcage/wheels`
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import UnknownPluginDistributionError
-from .model import Dependency, Where
+from .model import Dependency, Source, Where
 
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
@@ -46,6 +46,10 @@ _VLLM_TRANSLATED = {
     "get_communicator_class": "get_device_communicator_cls",
     "seed_everything": "manual_seed_all",
 }
+
+
+#: Names a vLLM section declares for cardcage (read by its adapter), not for vLLM.
+_DECLARATIONS = frozenset({"behaves_as"})
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,7 @@ def rehearsed_hooks(distribution: str) -> list[Dependency]:
         if host is None or (dist or "").lower().replace("_", "-") != wanted:
             continue
         module, colon, qualname = target.partition(":")
-        source = "early-patch" if location.startswith("early patch") else "hook"
+        source: Source = "early-patch" if location.startswith("early patch") else "hook"
         out.append(
             Dependency(
                 host=host,
@@ -169,8 +173,9 @@ def _platform_class(dist: Distribution) -> tuple[type | None, str | None, list[s
             continue
         if not answer:
             notes.append(
-                f"{ep.group} entry point {ep.name}: activate() returned None here (the device "
-                "is not available), so its kernels and platform methods are not listed"
+                f"{ep.group} entry point {ep.name}: activate() declined here (returned None), "
+                "so its kernels and platform methods are not listed; run where it activates, "
+                f"or select it (SGLANG_PLATFORM={ep.name})"
             )
             continue
         try:
@@ -284,7 +289,8 @@ def platform_dependencies(
             )
     section = _vllm_section(cls)
     if section is not None:
-        for name in sorted(n for n in vars(section) if not n.startswith("_")):
+        names = (n for n in vars(section) if not n.startswith("_") and n not in _DECLARATIONS)
+        for name in sorted(names):
             out.append(
                 Dependency(
                     "vllm",
