@@ -460,6 +460,92 @@ def test_a_module_getattr_makes_names_not_found_unknown(tmp_path: Path) -> None:
     )
 
 
+def test_a_name_a_module_getattr_compares_and_returns_is_present(tmp_path: Path) -> None:
+    code = """\
+    def __getattr__(name):
+        if name == "current_platform":
+            return _resolve()
+        raise AttributeError(name)
+    """
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "current_platform") == present("value")
+    assert source.lookup("sglang.mod", "other").status == "unknown"
+
+
+def test_a_name_a_module_getattr_only_raises_for_is_not_present(tmp_path: Path) -> None:
+    code = """\
+    def __getattr__(name):
+        if name == "removed_thing":
+            raise AttributeError("gone")
+        return lookup(name)
+    """
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "removed_thing").status == "unknown"
+
+
+def test_a_lazy_import_served_by_getattr_is_followed_through_its_type_checking_import(
+    tmp_path: Path,
+) -> None:
+    code = """\
+    import typing
+    MODULE_ATTRS = {"LLM": ".entrypoints.llm:LLM"}
+    if typing.TYPE_CHECKING:
+        from vllm.entrypoints.llm import LLM
+    else:
+        def __getattr__(name):
+            if name in MODULE_ATTRS:
+                return load(MODULE_ATTRS[name])
+            raise AttributeError(name)
+    """
+    source = release(
+        tmp_path,
+        {
+            "vllm/__init__.py": code,
+            "vllm/entrypoints/llm.py": "class LLM:\n    def generate(self, prompts): ...\n",
+        },
+        name="vllm",
+    )
+    found = source.lookup("vllm", "LLM")
+    assert (found.kind, found.defined_at) == ("class", "vllm.entrypoints.llm:LLM")
+    assert source.lookup("vllm", "LLM.generate").status == "present"
+
+
+def test_a_name_keyed_in_a_literal_the_getattr_looks_up_is_present(tmp_path: Path) -> None:
+    code = """\
+    _EXPORTS = {"fused_norm": "norm"}
+    def __getattr__(name):
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(name)
+        return load(module, name)
+    """
+    source = release(tmp_path, {"sglang/ops.py": code})
+    assert source.lookup("sglang.ops", "fused_norm") == present("value")
+
+
+def test_a_getattr_lazy_name_whose_type_checking_import_is_gone_is_unknown(
+    tmp_path: Path,
+) -> None:
+    code = """\
+    if TYPE_CHECKING:
+        from sglang.moved import Thing
+    def __getattr__(name):
+        if name == "Thing":
+            return load()
+    """
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Thing").status == "unknown"
+
+
+def test_a_package_importing_its_own_submodule_binds_the_submodule(tmp_path: Path) -> None:
+    source = release(
+        tmp_path,
+        {"sglang/ops/__init__.py": "from . import norm\n", "sglang/ops/norm.py": "X = 1\n"},
+    )
+    assert source.lookup("sglang.ops", "norm").kind == "module"
+    assert source.lookup("sglang.ops", "norm.X").status == "present"
+
+
 @pytest.mark.parametrize(
     ("code", "reason"),
     [

@@ -69,6 +69,11 @@ class ModuleInfo:
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     #: Names bound only under ``if TYPE_CHECKING:``: absent at run time.
     type_checking_only: set[str] = field(default_factory=set)
+    #: Their bindings: what a lazy ``__getattr__`` serving the same name most likely returns.
+    type_checking_bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    #: Names a module-level ``__getattr__`` visibly serves: compared to its argument in an
+    #: ``if`` that returns, or keys of a module-level literal it looks the argument up in.
+    getattr_names: frozenset[str] = frozenset()
     #: Absolute names of ``from m import *`` sources (None: a relative one above the top).
     star_imports: list[str | None] = field(default_factory=list)
     #: Why any name might exist (``"module defines __getattr__"``), first one first.
@@ -194,11 +199,14 @@ class _ModuleIndexer:
         self.module = module
         self.is_package = is_package
         self.info = ModuleInfo()
-        self.type_checking: set[str] = set()
+        self.type_checking: dict[str, list[Binding]] = {}
+        self.getattr_node: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        #: Top-level names bound to literal dicts/sets/lists/tuples of strings: their strings.
+        self.literals: dict[str, tuple[str, ...]] = {}
 
     def bind(self, name: str, binding: Binding, type_checking: bool) -> None:
         if type_checking:
-            self.type_checking.add(name)
+            self.type_checking.setdefault(name, []).append(binding)
             return
         self.info.bindings.setdefault(name, []).append(binding)
 
@@ -223,8 +231,9 @@ class _ModuleIndexer:
     def statement(self, stmt: ast.stmt, tc: bool) -> None:
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             self.bind(stmt.name, _function_binding(stmt), tc)
-            if stmt.name == "__getattr__":
+            if stmt.name == "__getattr__" and not tc:
                 self.dynamic("module defines __getattr__", tc)
+                self.getattr_node = stmt
         elif isinstance(stmt, ast.ClassDef):
             self.bind(stmt.name, Binding("class", stmt), tc)
         elif isinstance(stmt, ast.Assign):
@@ -232,6 +241,8 @@ class _ModuleIndexer:
         elif isinstance(stmt, ast.AnnAssign):
             if stmt.value is not None:  # a bare annotation binds nothing at module level
                 self.assign([stmt.target], stmt.value, tc)
+            elif tc and isinstance(stmt.target, ast.Name):  # declared for type checkers only
+                self.bind(stmt.target.id, Binding("value"), tc)
         elif isinstance(stmt, ast.AugAssign):
             if isinstance(stmt.target, ast.Name):
                 if stmt.target.id == "__all__" and not tc:
@@ -316,6 +327,10 @@ class _ModuleIndexer:
                 continue
             if isinstance(target, ast.Name) and target.id == "__all__" and not tc:
                 self.set_all(value, extend=False)
+            if isinstance(target, ast.Name):
+                strings = _container_strings(value)
+                if strings is not None:
+                    self.literals[target.id] = strings
             single = isinstance(target, ast.Name)
             for name in _target_names(target):
                 binding = _value_binding(value) if single else Binding("value")
@@ -336,8 +351,94 @@ def index_module(tree: ast.Module, module: str, is_package: bool) -> ModuleInfo:
     indexer = _ModuleIndexer(module, is_package)
     indexer.visit(tree.body)
     info = indexer.info
-    info.type_checking_only = indexer.type_checking - info.bindings.keys()
+    info.type_checking_only = set(indexer.type_checking) - info.bindings.keys()
+    info.type_checking_bindings = {
+        name: bindings
+        for name, bindings in indexer.type_checking.items()
+        if name in info.type_checking_only
+    }
+    if indexer.getattr_node is not None:
+        info.getattr_names = _getattr_names(indexer.getattr_node, indexer.literals)
     return info
+
+
+def _container_strings(node: ast.expr | None) -> tuple[str, ...] | None:
+    """The string keys of a dict literal, or the strings of a set/list/tuple literal."""
+    elements: list[ast.expr | None]
+    if isinstance(node, ast.Dict):
+        elements = list(node.keys)
+    elif isinstance(node, ast.Set | ast.List | ast.Tuple):
+        elements = list(node.elts)
+    else:
+        return None
+    out = [e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return tuple(out) if len(out) == len(elements) else None
+
+
+def _returns(body: Sequence[ast.stmt]) -> bool:
+    """A branch that hands back a value (not one that only raises), nested defs excluded."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _getattr_names(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, literals: dict[str, tuple[str, ...]]
+) -> frozenset[str]:
+    """Names a module ``__getattr__`` serves, where its code says so in literals.
+
+    ``if name == "current_platform": ... return ...`` and ``if name in ATTRS: ... return`` (the
+    branch must return: one that raises serves nothing), or ``ATTRS.get(name)`` /
+    ``ATTRS[name]`` with ``ATTRS`` a module-level literal: the lazy-import idioms vLLM and
+    SGLang use.
+    """
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    if not params:
+        return frozenset()
+    arg = params[0].arg
+
+    def is_arg(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id == arg
+
+    def strings_of(node: ast.expr) -> tuple[str, ...]:
+        if isinstance(node, ast.Name):
+            return literals.get(node.id, ())
+        return _container_strings(node) or ()
+
+    names: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and _returns(node.body):
+            for test in ast.walk(node.test):
+                if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+                    continue
+                left, op, right = test.left, test.ops[0], test.comparators[0]
+                if isinstance(op, ast.Eq):
+                    for one, other in ((left, right), (right, left)):
+                        if (
+                            is_arg(one)
+                            and isinstance(other, ast.Constant)
+                            and isinstance(other.value, str)
+                        ):
+                            names.add(other.value)
+                elif isinstance(op, ast.In) and is_arg(left):
+                    names.update(strings_of(right))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and is_arg(node.args[0])
+        ):
+            names.update(strings_of(node.func.value))
+        elif isinstance(node, ast.Subscript) and is_arg(node.slice):
+            names.update(strings_of(node.value))
+    return frozenset(names)
 
 
 def _self_attributes(fn: _FunctionNode) -> Iterable[str]:

@@ -120,7 +120,8 @@ class _Value:
 
     module: str
     qualname: str
-    call: str | None = None
+    #: Why its attributes cannot be read (``"built at import time by make_cls(...)"``).
+    opaque: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,10 @@ class _External:
 
 _Target = _Module | _Def | _Value | _External
 _Resolved = _Target | Lookup
+
+
+def _built_by(call: str | None) -> str | None:
+    return f"built at import time by {call}" if call is not None else None
 
 
 def _missing(reason: str = "") -> Lookup:
@@ -522,8 +527,8 @@ class HostSource:
         if isinstance(target, _External):
             return _unknown(f"defined outside the release ({target.dotted()})")
         if isinstance(target, _Value):
-            if target.call is not None:
-                return _unknown(f"built at import time by {target.call}")
+            if target.opaque is not None:
+                return _unknown(target.opaque)
             return _unknown(f"{target.qualname} is a value: its attributes are read at run time")
         if isinstance(target.node, ast.ClassDef):
             return self._class_member(target, name, depth + 1)
@@ -558,6 +563,8 @@ class HostSource:
                 return self._module_member(source, name, depth + 1)
             if provides is None and star_unknown is None:
                 star_unknown = f"from {source or '(relative)'} import * is not read statically"
+        if name in info.getattr_names:
+            return self._served_by_getattr(module, name, info, depth)
         if info.dynamic:
             return _unknown(info.dynamic[0])
         if star_unknown is not None:
@@ -565,6 +572,24 @@ class HostSource:
         if name in info.type_checking_only:
             return _missing("bound only under TYPE_CHECKING: absent at run time")
         return _missing()
+
+    def _served_by_getattr(self, module: str, name: str, info: ModuleInfo, depth: int) -> _Resolved:
+        """A name the module's ``__getattr__`` visibly serves: present, as its lazy import says.
+
+        The lazy-import idiom pairs ``__getattr__`` with the same import under
+        ``TYPE_CHECKING``; that import says what the name is. When it does not resolve, the
+        name is unknown (the host's ``__getattr__`` might still find it), never present.
+        """
+        declared = info.type_checking_bindings.get(name)
+        if not declared:
+            return _Value(module, name, "served by the module's __getattr__")
+        resolved = self._resolve_bindings(module, name, declared, depth)
+        if isinstance(resolved, Lookup):
+            return _unknown(
+                "served by the module's __getattr__; its TYPE_CHECKING import does not resolve"
+                + (f" ({resolved.reason})" if resolved.reason else "")
+            )
+        return resolved
 
     def _star_provides(self, source: str | None, name: str, depth: int) -> bool | None:
         """Does ``from source import *`` bind ``name``? None: the reader cannot tell."""
@@ -613,7 +638,7 @@ class HostSource:
                 aliased = self._resolve_expr(module, binding.alias, depth + 1)
                 if not isinstance(aliased, Lookup) and aliased is not None:
                     return aliased
-            return _Value(module, name, binding.call)
+            return _Value(module, name, _built_by(binding.call))
         source = binding.module
         if source is None:
             return _unknown("a relative import above the top-level package")
@@ -624,8 +649,13 @@ class HostSource:
                 return _missing(f"imports {source}, which the release lacks")
             return _External(source, is_module=True)
         assert binding.name is not None
+        submodule = f"{source}.{binding.name}"
+        if source == module and self._tree.has(submodule):
+            return _Module(submodule)  # ``from . import sub`` in a package's own __init__
         if self._tree.has(source):
             resolved = self._module_member(source, binding.name, depth + 1)
+            if isinstance(resolved, Lookup) and self._tree.has(submodule):
+                return _Module(submodule)  # the import system falls back to the submodule
             if isinstance(resolved, Lookup) and resolved.status == "missing":
                 return _missing(
                     f"re-exported from {source}:{binding.name}, which the release lacks"
@@ -700,11 +730,8 @@ class HostSource:
                     continue
                 outside.append(f"may be inherited from {resolved.dotted()}, outside the release")
                 continue
-            if isinstance(resolved, _Value) and resolved.call is not None:
-                outside.append(
-                    f"may be inherited from {ast.unparse(base)}, built at import time by"
-                    f" {resolved.call}"
-                )
+            if isinstance(resolved, _Value) and resolved.opaque is not None:
+                outside.append(f"may be inherited from {ast.unparse(base)}, {resolved.opaque}")
                 continue
             outside.append(
                 f"may be inherited from {ast.unparse(base)}, which the static reader cannot resolve"
@@ -733,7 +760,7 @@ class HostSource:
             aliased = self._class_info(cls.node).members.get(binding.alias.id)
             if aliased and aliased[-1].kind == "function":
                 return self._resolve_class_binding(cls, binding.alias.id, aliased, depth + 1)
-        return _Value(cls.module, qualname, binding.call)
+        return _Value(cls.module, qualname, _built_by(binding.call))
 
     # -- text index and environment variables -----------------------------------------------
 
