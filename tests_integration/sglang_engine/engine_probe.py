@@ -15,6 +15,11 @@ Once a scheduler is built, the same hook wraps its model runner's class ``forwar
 forward counts demo-cpu's kernel calls (its ``kernel`` evidence) under its forward mode, prefill
 (``extend``) and ``decode``, into ``$CC_ENGINE_PROBE.kernels.<pid>.json``.
 
+In every process it runs in, the plugin also records which names SGLang's own code reads off the
+selected platform object (an instance of a subclass of SGLang's ``SRTPlatform``), into
+``$CC_ENGINE_PROBE.platform.<pid>.json``: the platform methods and attributes the release really
+calls, which ``cardcage deps`` predicts from cardcage's release table.
+
 It observes and changes nothing: the hook returns None (SGLang keeps ``__init__``'s result), the
 wrapper returns what the model runner returned, and the plugin registers only where SGLang has
 already imported its scheduler module (the launcher and the scheduler), so the probe never
@@ -133,9 +138,42 @@ def _count_kernels(
         report.write_text(json.dumps(_PHASES), encoding="utf-8")
 
 
+#: Names SGLang's code read off the platform object, in this process.
+_PLATFORM_NAMES: set[str] = set()
+
+
+def _record_platform_reads() -> None:
+    """Record each public name an ``sglang.*`` frame reads off an ``SRTPlatform`` instance.
+
+    ``__getattribute__`` on SGLang's base class sees every attribute read on every instance of
+    its subclasses (cardcage's adapters define none of their own); the value read is returned
+    unchanged. The caller's module decides: reads from cardcage's adapter or the vendor's own
+    code are not SGLang's calls.
+    """
+    interface = sys.modules.get("sglang.srt.platforms.interface")
+    base = getattr(interface, "SRTPlatform", None)
+    if base is None or "__getattribute__" in vars(base):
+        return
+    report = Path(f"{os.environ[REPORT_ENV]}.platform.{os.getpid()}.json")
+    read = object.__getattribute__
+
+    def getattribute(self: Any, name: str) -> Any:
+        if not name.startswith("_") and name not in _PLATFORM_NAMES:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller.startswith("sglang."):
+                _PLATFORM_NAMES.add(name)
+                report.write_text(json.dumps(sorted(_PLATFORM_NAMES)), encoding="utf-8")
+        return read(self, name)
+
+    base.__getattribute__ = getattribute
+
+
 def register() -> None:
     """SGLang's general-plugin entry point: hook the scheduler where SGLang has imported it."""
-    if not os.environ.get(REPORT_ENV) or SCHEDULER_MODULE not in sys.modules:
+    if not os.environ.get(REPORT_ENV):
+        return
+    _record_platform_reads()
+    if SCHEDULER_MODULE not in sys.modules:
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 

@@ -144,6 +144,10 @@ def run_engine(
     result["stderr"] = done.stderr
     lines = probe.read_text(encoding="utf-8").splitlines() if probe.exists() else []
     result["probe"] = [json.loads(line) for line in lines]
+    result["platform_reads"] = {
+        int(path.name.rsplit(".", 2)[-2]): json.loads(path.read_text(encoding="utf-8"))
+        for path in probe.parent.glob(f"{probe.name}.platform.*.json")
+    }
     result["kernel_phases"] = {
         int(path.name.rsplit(".", 2)[-2]): json.loads(path.read_text(encoding="utf-8"))
         for path in probe.parent.glob(f"{probe.name}.kernels.*.json")

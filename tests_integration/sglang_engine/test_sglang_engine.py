@@ -17,10 +17,14 @@ is stubbed, and the test patches nothing.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_scenario import make_tiny_llama, run_engine
+from engine_scenario import env, make_tiny_llama, release_site, run_engine
 
 from cardcage.platforms.hosts.sglang.releases import parse_version, release_for
 from cardcage_demo_cpu.evidence import read_evidence
@@ -167,6 +171,61 @@ def test_in_effect_inside_sglangs_scheduler_reports_demo_cpus_hook_and_kernels(
     assert hooks == [(DEVICE_MEMORY, "AROUND", "sglang", "in-effect")], report["hooks"]
     kernels = {k["op"]: k["in_effect"] for k in report["kernels"]}
     assert kernels == dict.fromkeys(("rms_norm", "fused_add_rms_norm", "silu_and_mul"), True)
+
+
+#: SRTPlatform names a release reaches through cardcage's adapter, from a vendor's declaration
+#: under another name (before 0.5.22: the per-kind pool factories and support_*(); from 0.5.22:
+#: get_kv_pool_cls and capabilities).
+ADAPTER_SERVED = {
+    "get_mha_kv_pool_cls",
+    "get_mla_kv_pool_cls",
+    "get_dsa_kv_pool_cls",
+    "get_nsa_kv_pool_cls",
+    "support_cuda_graph",
+    "support_piecewise_cuda_graph",
+    "get_kv_pool_cls",
+    "capabilities",
+}
+
+
+def _predicted_platform_names(release: str) -> set[str]:
+    """What ``cardcage deps`` predicts SGLang ``release`` calls on demo-cpu's platform."""
+    site = release_site(release)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("cardcage")), "deps", "cardcage-demo-cpu",
+         "--against", "sglang", "--no-rehearse", "--json"],
+        env=env({"PYTHONPATH": str(site or ""), "SGLANG_PLATFORM": "demo_cpu"}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    (checked,) = json.loads(done.stdout)["releases"]
+    assert checked["version"] == release
+    return {
+        v["symbol"].rsplit("SRTPlatform.", 1)[1]
+        for v in checked["verdicts"]
+        if v["source"] == "platform-method" and v["status"] == "present"
+    }
+
+
+def test_the_platform_methods_sglang_called_are_the_ones_cardcage_deps_predicts(
+    run: dict[str, Any],
+) -> None:
+    # Every name SGLang's own code read off demo-cpu's platform, in every process, that
+    # demo-cpu defines itself or cardcage's adapter serves from its declarations: each one is
+    # in cardcage deps' prediction for this release, read from the release's files.
+    reads: set[str] = set().union(*run["platform_reads"].values())
+    own = {
+        name
+        for klass in DemoCpuSRTPlatform.__mro__
+        if klass.__module__.startswith("cardcage_demo_cpu")
+        for name in vars(klass)
+        if not name.startswith("_")
+    }
+    predicted = _predicted_platform_names(run["release"])
+    assert reads & (own | ADAPTER_SERVED) <= predicted, sorted(reads - predicted)
+    assert "init_backend" in reads & predicted  # the scheduler's model runner called it
 
 
 def test_only_sglangs_processes_wrote_evidence(run: dict[str, Any]) -> None:

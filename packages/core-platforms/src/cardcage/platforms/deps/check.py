@@ -219,7 +219,10 @@ def _missing(
     elif dependency.kind == "env-var":
         fix = f"stop relying on {dependency.symbol} on {host}; see the release notes"
     elif dependency.kind == "entry-point-group":
-        fix = f"register under the group {host} loads; {host} never reads this one"
+        fix = (
+            f"{host} never reads this group, so what the plugin registers there does not load "
+            "on it: require a release that reads it for that part of the plugin"
+        )
     else:
         fix = f"stop using {dependency.symbol} on {host}, or guard it by release"
     return Verdict(

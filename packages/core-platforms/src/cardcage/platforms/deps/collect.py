@@ -262,20 +262,22 @@ def platform_dependencies(
             )
     own = _own_names(cls, packages)
     for name, owner in sorted(own.items()):
-        where = (Where(f"{owner}.{name} (platform method)"),)
-        has = [name in r.names for r in sglang_releases.RELEASES]
-        for low, high in _ranges(versions, has):
-            out.append(
-                Dependency(
-                    "sglang",
-                    "name",
-                    f"{_SGLANG_INTERFACE}.{name}",
-                    "platform-method",
-                    distribution,
-                    where,
-                    releases=(low, high),
+        served = [r.host_names_for(name) for r in sglang_releases.RELEASES]
+        for host_name in dict.fromkeys(n for names in served for n in names):
+            how = "" if host_name == name else f", which cardcage's adapter serves as {host_name}"
+            where = (Where(f"{owner}.{name} (platform method{how})"),)
+            for low, high in _ranges(versions, [host_name in names for names in served]):
+                out.append(
+                    Dependency(
+                        "sglang",
+                        "name",
+                        f"{_SGLANG_INTERFACE}.{host_name}",
+                        "platform-method",
+                        distribution,
+                        where,
+                        releases=(low, high),
+                    )
                 )
-            )
         if name in _VLLM_TRANSLATED:
             out.append(
                 Dependency(

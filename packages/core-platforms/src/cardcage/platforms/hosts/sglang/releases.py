@@ -143,6 +143,24 @@ class Release:
         out.update({name: f"get_kv_pool_cls(kind={name[4:7]!r})" for name in _KV_POOL_NAMES})
         return out
 
+    def host_names_for(self, name: str) -> tuple[str, ...]:
+        """The names of this release's ``SRTPlatform`` through which it reaches the contract
+        name ``name`` a vendor defines: the name itself when the release has it, else the names
+        the adapter answers from it (``mapped()``), else none (never called)."""
+        if name in self.names:
+            return (name,)
+        if self.kv_pool_factories:
+            if name == "get_kv_pool_cls":
+                return tuple(self.kv_pool_factories)
+            if name == "capabilities":
+                return tuple(self.capability_methods)
+            return ()
+        if name in _CAPABILITY_METHODS:
+            return ("capabilities",)
+        if name in _KV_POOL_NAMES:
+            return ("get_kv_pool_cls",)
+        return ()
+
     def never_called(self, overridden: set[str]) -> list[str]:
         """The names in ``overridden`` (contract names a vendor defines) that this release
         never calls, directly or through the adapter."""
