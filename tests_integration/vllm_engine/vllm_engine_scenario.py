@@ -150,4 +150,8 @@ def run_llm(model: Path, folder: Path, *, layout: str, **extra: str) -> dict[str
     result["stderr"] = done.stderr
     lines = probe.read_text(encoding="utf-8").splitlines() if probe.exists() else []
     result["probe"] = [json.loads(line) for line in lines]
+    result["platform_reads"] = {
+        int(path.name.rsplit(".", 2)[-2]): json.loads(path.read_text(encoding="utf-8"))
+        for path in folder.glob(f"{probe.name}.platform.*.json")
+    }
     return result

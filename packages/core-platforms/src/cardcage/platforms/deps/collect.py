@@ -278,17 +278,7 @@ def platform_dependencies(
                         releases=(low, high),
                     )
                 )
-        if name in _VLLM_TRANSLATED:
-            out.append(
-                Dependency(
-                    "vllm",
-                    "name",
-                    f"{_VLLM_INTERFACE}.{_VLLM_TRANSLATED[name]}",
-                    "platform-method",
-                    distribution,
-                    where,
-                )
-            )
+        out += _vllm_platform_names(name, owner, distribution)
     section = _vllm_section(cls)
     if section is not None:
         names = (n for n in vars(section) if not n.startswith("_") and n not in _DECLARATIONS)
@@ -304,6 +294,30 @@ def platform_dependencies(
                 )
             )
     return out
+
+
+def _vllm_platform_names(name: str, owner: str, distribution: str) -> list[Dependency]:
+    """The vLLM ``Platform`` name through which vLLM reaches the vendor's ``name`` (its own, or
+    the adapter's translation), for the releases of the vLLM table whose ``Platform`` has it."""
+    from cardcage.platforms.hosts.vllm import releases as vllm_releases
+
+    host_name = _VLLM_TRANSLATED.get(name, name)
+    versions = [r.version for r in vllm_releases.RELEASES]
+    has = [host_name in vllm_releases.platform_names(v) for v in versions]
+    how = "" if host_name == name else f", which cardcage's adapter serves as {host_name}"
+    where = (Where(f"{owner}.{name} (platform method{how})"),)
+    return [
+        Dependency(
+            "vllm",
+            "name",
+            f"{_VLLM_INTERFACE}.{host_name}",
+            "platform-method",
+            distribution,
+            where,
+            releases=None if (low, high) == (versions[0], versions[-1]) else (low, high),
+        )
+        for low, high in _ranges(versions, has)
+    ]
 
 
 def _vllm_section(cls: type) -> type | None:

