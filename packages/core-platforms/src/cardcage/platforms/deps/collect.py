@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import UnknownPluginDistributionError
-from .model import Dependency, Source, Where
+from .model import HOST_PACKAGES, Dependency, Source, Where
 
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
@@ -31,8 +31,6 @@ __all__ = ["PluginDeps", "collect_plugin", "host_plugin_distributions", "merge"]
 
 logger = logging.getLogger(__name__)
 
-#: The host packages a dependency can be on (top-level import names).
-HOST_PREFIXES: dict[str, str] = {"sglang": "sglang", "vllm": "vllm"}
 
 #: Entry point groups that name a platform class (cardcage's SRT group, which SGLang reads too).
 _PLATFORM_GROUPS = ("sglang.srt.platforms", "vllm.platform_plugins")
@@ -67,7 +65,7 @@ class PluginDeps:
 
 def _host_of(dotted: str) -> str | None:
     top = dotted.split(".", 1)[0].split(":", 1)[0]
-    return HOST_PREFIXES.get(top)
+    return next((host for host, tops in HOST_PACKAGES.items() if top in tops), None)
 
 
 def host_plugin_distributions() -> list[str]:

