@@ -173,6 +173,21 @@ def test_demo_cpus_hook_took_effect_in_every_process_and_the_worker_used_it(
     assert f"resolve:{ATTENTION}" in _events(run, _worker_pid(run))
 
 
+def test_in_effect_inside_vllms_worker_reports_demo_cpus_hook_and_kernels(
+    single_run: dict[str, Any],
+) -> None:
+    # Asked in the worker's own process after generate(): the hook cardcage applied there (vLLM
+    # has no hook registry of its own) still wraps vLLM's function, and vLLM's ops still
+    # dispatch to demo-cpu's kernels.
+    report = single_run["in_effect"]
+    hooks = {(h["target"], h["applied_by"], h["state"]) for h in report["hooks"]}
+    assert hooks == {(RESOLVE_HOOK, "cardcage", "in-effect")}, report["hooks"]
+    kernels = {k["op"]: (k["host"], k["in_effect"]) for k in report["kernels"]}
+    assert kernels == dict.fromkeys(
+        ("rms_norm", "fused_add_rms_norm", "silu_and_mul"), ("vllm", True)
+    )
+
+
 def test_demo_cpus_kernels_ran_in_vllms_ops_in_the_worker_only(run: dict[str, Any]) -> None:
     # demo-cpu declares its kernels by op; cardcage registered them with vLLM's
     # CustomOp.register_oot right after init_backend() in the worker, so the RMSNorm and

@@ -43,6 +43,7 @@ def main(model: str, report: str, layout: str) -> None:
     generated = time.perf_counter()
     cls = type(current_platform)
     # demo-cpu's in-process counter: in the single-process layout the worker is this process.
+    from cardcage.platforms import in_effect
     from cardcage_demo_cpu.evidence import EVIDENCE
 
     Path(report).write_text(
@@ -54,6 +55,8 @@ def main(model: str, report: str, layout: str) -> None:
                 "texts": [o.outputs[0].text for o in outputs],
                 "platform": f"{cls.__module__}.{cls.__qualname__}",
                 "init_backend_calls_here": EVIDENCE.count("init_backend", "srt"),
+                # What runs now in this process (in the single layout: vLLM's worker).
+                "in_effect": in_effect("cardcage-demo-cpu"),
                 # Seconds, for the record (nothing asserts on them): import, LLM(), generate().
                 "seconds": {
                     "import": round(imported - started, 2),
