@@ -806,6 +806,55 @@ def test_overload_stubs_give_way_to_the_implementation(tmp_path: Path) -> None:
     assert signature.text() == "(self, x, strict=...)"
 
 
+@pytest.mark.parametrize("member", ["__doc__", "__subclasses__", "__name__", "__init__"])
+def test_attributes_every_class_has_are_present(tmp_path: Path, member: str) -> None:
+    source = release(tmp_path, {"sglang/mod.py": "class Op: ...\n"})
+    assert source.lookup("sglang.mod", f"Op.{member}").status == "present"
+
+
+@pytest.mark.parametrize("member", ["__file__", "__name__", "__doc__"])
+def test_attributes_every_module_has_are_present(tmp_path: Path, member: str) -> None:
+    source = release(tmp_path, {"sglang/mod.py": ""})
+    assert source.lookup("sglang.mod", member).status == "present"
+
+
+def test_a_class_decorator_outside_the_release_makes_members_not_found_unknown(
+    tmp_path: Path,
+) -> None:
+    code = "import ray\n@ray.remote\nclass Actor:\n    def run(self): ...\n"
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Actor.run").status == "present"
+    found = source.lookup("sglang.mod", "Actor.options")
+    assert found.status == "unknown"
+    assert "ray.remote" in found.reason
+
+
+def test_a_registering_decorator_that_returns_the_class_keeps_members_decidable(
+    tmp_path: Path,
+) -> None:
+    code = """\
+    class CustomOp:
+        @classmethod
+        def register(cls, name):
+            def decorator(op_cls):
+                cls.registry[name] = op_cls
+                return op_cls
+            return decorator
+
+    @CustomOp.register("rms_norm")
+    class RMSNorm(CustomOp): ...
+    """
+    source = release(tmp_path, {"vllm/op.py": code}, name="vllm")
+    assert source.lookup("vllm.op", "RMSNorm.forward_oot") == Lookup(status="missing")
+
+
+def test_a_dataclass_has_its_generated_attributes_and_no_others(tmp_path: Path) -> None:
+    code = "from dataclasses import dataclass\n@dataclass\nclass Config:\n    size: int\n"
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Config.__dataclass_fields__").status == "present"
+    assert source.lookup("sglang.mod", "Config.other").status == "missing"
+
+
 def test_a_member_of_a_function_is_unknown(tmp_path: Path) -> None:
     source = release(tmp_path, {"sglang/mod.py": "def cached(): ...\n"})
     assert source.lookup("sglang.mod", "cached.cache_clear").status == "unknown"
