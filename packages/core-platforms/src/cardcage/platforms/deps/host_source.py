@@ -380,12 +380,20 @@ class HostSource:
             except OSError as exc:
                 raise ReleaseUnreadableError(f"cannot read {base / relative}: {exc}") from exc
 
+        tree = _Tree(paths, read)
+        if not any(tree.has(package) for package in HOST_PACKAGES[host]):
+            # An editable install keeps its sources elsewhere (a .pth or an import hook points
+            # there); reading them would mean trusting that hook, so say so instead.
+            raise ReleaseUnreadableError(
+                f"{distribution} {found.version} is installed at {base} without the files of"
+                f" {', '.join(HOST_PACKAGES[host])} there (an editable install?); give its wheel"
+            )
         return cls(
             host=host,
             distribution=wanted,
             version=found.version,
             origin=f"installed at {base}",
-            tree=_Tree(paths, read),
+            tree=tree,
         )
 
     def close(self) -> None:
@@ -956,9 +964,10 @@ def _installed_paths(dist: Distribution, base: Path, packages: tuple[str, ...]) 
     """The release's own files relative to its site directory: RECORD, else its packages' dirs."""
     files = dist.files
     if files:
-        paths = [p.as_posix() for p in files]
-        own = [p for p in paths if not p.startswith("..") and p.split("/")[0] in packages]
-        if own:
+        # Everything RECORD lists inside the site directory, as a wheel's members would be
+        # (scripts installed under ``../../bin`` are outside it and are no modules anyway).
+        own = [p.as_posix() for p in files if not p.as_posix().startswith("..")]
+        if any(p.split("/")[0] in packages for p in own):
             return own
     walked: list[str] = []
     for package in packages:
