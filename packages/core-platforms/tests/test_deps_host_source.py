@@ -645,6 +645,12 @@ def test_class_body_assignments_and_bare_annotations_are_values(
     assert source.lookup("sglang.mod", f"Config.{member}") == present("value")
 
 
+def test_a_class_member_declared_only_under_type_checking_is_missing(tmp_path: Path) -> None:
+    code = "class Op:\n    if TYPE_CHECKING:\n        def typed(self): ...\n"
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Op.typed").status == "missing"
+
+
 def test_self_attributes_assigned_in_any_method_are_values(tmp_path: Path) -> None:
     code = """\
     class Runner:
