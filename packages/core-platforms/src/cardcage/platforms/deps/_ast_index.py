@@ -503,7 +503,8 @@ def class_info(node: ast.ClassDef) -> ClassInfo:
                     if alias.name != "*":
                         add(alias.asname or alias.name.split(".")[0], Binding("value"))
             elif isinstance(stmt, ast.If):
-                visit(stmt.body)
+                if not _is_type_checking(stmt.test):  # members for type checkers only: absent
+                    visit(stmt.body)
                 visit(stmt.orelse)
             elif isinstance(stmt, ast.Try | ast.TryStar):
                 visit(stmt.body)

@@ -65,6 +65,30 @@ _TRANSPARENT_BASES = frozenset(
 )
 _PLAIN_METACLASSES = frozenset({"type", "ABCMeta", "abc.ABCMeta"})
 _BUILTIN_NAMES = frozenset(dir(builtins))
+#: Attributes every class has without defining them (``Cls.__doc__``, ``Cls.__subclasses__``).
+_CLASS_IMPLICIT = frozenset(dir(type)) | {"__dict__", "__doc__", "__module__", "__weakref__"}
+#: Class decorators that return the class they are given, adding no attributes a plugin uses.
+_PLAIN_CLASS_DECORATORS = frozenset(
+    {
+        "final",
+        "typing.final",
+        "typing_extensions.final",
+        "runtime_checkable",
+        "typing.runtime_checkable",
+        "total_ordering",
+        "functools.total_ordering",
+        "unique",
+        "enum.unique",
+        "dataclass",
+        "dataclasses.dataclass",
+    }
+)
+_DATACLASS_IMPLICIT = frozenset({"__dataclass_fields__", "__dataclass_params__", "__match_args__"})
+#: Attributes every module has without binding them.
+_MODULE_IMPLICIT = frozenset(
+    {"__name__", "__file__", "__doc__", "__spec__", "__loader__", "__package__", "__dict__"}
+    | {"__builtins__", "__cached__", "__annotations__"}
+)
 
 #: Where vLLM keeps the registry of its environment variables (a dict literal, keys = names).
 _VLLM_ENVS_MODULE = "vllm.envs"
@@ -346,12 +370,20 @@ class HostSource:
             except OSError as exc:
                 raise ReleaseUnreadableError(f"cannot read {base / relative}: {exc}") from exc
 
+        tree = _Tree(paths, read)
+        if not any(tree.has(package) for package in HOST_PACKAGES[host]):
+            # An editable install keeps its sources elsewhere (a .pth or an import hook points
+            # there); reading them would mean trusting that hook, so say so instead.
+            raise ReleaseUnreadableError(
+                f"{distribution} {found.version} is installed at {base} without the files of"
+                f" {', '.join(HOST_PACKAGES[host])} there (an editable install?); give its wheel"
+            )
         return cls(
             host=host,
             distribution=wanted,
             version=found.version,
             origin=f"installed at {base}",
-            tree=_Tree(paths, read),
+            tree=tree,
         )
 
     def close(self) -> None:
@@ -545,6 +577,8 @@ class HostSource:
             return self._resolve_bindings(module, name, bindings, depth)
         if self._tree.has(f"{module}.{name}"):
             return _Module(f"{module}.{name}")
+        if name in _MODULE_IMPLICIT or (name == "__path__" and module in self._tree.packages):
+            return _Value(module, name)
         star_unknown: str | None = None
         for source in info.star_imports:
             provides = self._star_provides(source, name, depth)
@@ -726,6 +760,16 @@ class HostSource:
             outside.append(
                 f"may be inherited from {ast.unparse(base)}, which the static reader cannot resolve"
             )
+        if name in _CLASS_IMPLICIT:
+            return _Value(cls.module, qualname)
+        opaque = self._opaque_decorator(cls, depth)
+        if name in _DATACLASS_IMPLICIT and any(
+            ast.unparse(d.func if isinstance(d, ast.Call) else d).endswith("dataclass")
+            for d in cls.node.decorator_list
+        ):
+            return _Value(cls.module, qualname)
+        if opaque is not None:
+            return _unknown(f"class {cls.qualname} is decorated by {opaque}, which may add members")
         if info.has_getattr:
             return _unknown(f"class {cls.qualname} defines __getattr__")
         if info.metaclass is not None and info.metaclass not in _PLAIN_METACLASSES:
@@ -735,6 +779,33 @@ class HostSource:
         if unknown is not None:
             return unknown
         return _missing()
+
+    def _opaque_decorator(self, cls: _Def, depth: int) -> str | None:
+        """The first class decorator that may add members or replace the class, as written.
+
+        ``@dataclass`` and friends are known; a decorator of the release that hands back the
+        class it is given (vLLM's ``@CustomOp.register("name")``) is read; anything else
+        (``@ray.remote``) might return another object entirely.
+        """
+        assert isinstance(cls.node, ast.ClassDef)
+        for decorator in cls.node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            text = ast.unparse(target)
+            if text in _PLAIN_CLASS_DECORATORS:
+                continue
+            resolved = self._resolve_expr(cls.module, target, depth + 1)
+            if isinstance(resolved, _External) and resolved.ref.replace(":", ".") in (
+                _PLAIN_CLASS_DECORATORS
+            ):
+                continue
+            if (
+                isinstance(resolved, _Def)
+                and not isinstance(resolved.node, ast.ClassDef)
+                and _returns_its_argument(resolved.node, called=isinstance(decorator, ast.Call))
+            ):
+                continue
+            return ast.unparse(decorator) if not isinstance(decorator, ast.Call) else f"{text}(...)"
+        return None
 
     def _resolve_class_binding(
         self, cls: _Def, name: str, members: list[Binding], depth: int
@@ -813,6 +884,46 @@ class HostSource:
         )
 
 
+def _returns_its_argument(fn: ast.FunctionDef | ast.AsyncFunctionDef, called: bool) -> bool:
+    """A decorator that hands back what it decorates: ``return cls``, or for a decorator
+    factory (``called``), ``return inner`` where ``inner`` does that."""
+    params = [p.arg for p in (*fn.args.posonlyargs, *fn.args.args)]
+    if not called:
+        receiver = params[0] if params else None
+        return receiver is not None and _returns_name(fn, receiver)
+    inner = {
+        stmt.name: stmt
+        for stmt in fn.body
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    returned = _returned_names(fn)
+    return bool(returned) and all(
+        name in inner and _returns_its_argument(inner[name], called=False) for name in returned
+    )
+
+
+def _returned_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The plain names ``fn`` returns (nested defs excluded); empty if any return is another
+    expression, or if it never returns."""
+    names: list[str] = []
+    stack: list[ast.AST] = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(node, ast.Return):
+            if not isinstance(node.value, ast.Name):
+                return []
+            names.append(node.value.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return names
+
+
+def _returns_name(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    returned = _returned_names(fn)
+    return bool(returned) and all(r == name for r in returned)
+
+
 def _top_level_dict(tree: ast.Module, name: str) -> dict[str, str] | None:
     """The string keys of ``name = {...}`` at top level, each with its value when a string."""
     for stmt in tree.body:
@@ -843,9 +954,10 @@ def _installed_paths(dist: Distribution, base: Path, packages: tuple[str, ...]) 
     """The release's own files relative to its site directory: RECORD, else its packages' dirs."""
     files = dist.files
     if files:
-        paths = [p.as_posix() for p in files]
-        own = [p for p in paths if not p.startswith("..") and p.split("/")[0] in packages]
-        if own:
+        # Everything RECORD lists inside the site directory, as a wheel's members would be
+        # (scripts installed under ``../../bin`` are outside it and are no modules anyway).
+        own = [p.as_posix() for p in files if not p.as_posix().startswith("..")]
+        if any(p.split("/")[0] in packages for p in own):
             return own
     walked: list[str] = []
     for package in packages:
