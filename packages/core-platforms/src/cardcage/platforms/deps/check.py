@@ -261,7 +261,7 @@ def _decide(dependency: Dependency, release: ReleaseSymbols, baseline: Lookup | 
         fix = (
             "update the call sites listed to the new signature"
             if misfits
-            else "check the plugin's use (a hook around it receives the new parameters)"
+            else _CHANGED_FIX.get(dependency.source, "check the plugin's use of it")
         )
         return Verdict(
             dependency,
@@ -275,6 +275,18 @@ def _decide(dependency: Dependency, release: ReleaseSymbols, baseline: Lookup | 
         )
     where = f" (defined at {lookup.defined_at})" if lookup.defined_at else ""
     return Verdict(dependency, "present", False, f"{kind}{where}", "", signature=now)
+
+
+#: What a changed signature asks of the plugin, by why it depends on the symbol.
+_CHANGED_FIX = {
+    "hook": "check the hook: it receives the new parameters (AROUND and REPLACE hooks must "
+    "accept them)",
+    "early-patch": "check the early patch: it receives the new parameters",
+    "platform-method": "the host calls the platform with the new parameters: make the "
+    "platform's method accept them (cardcage's adapter bridges only the contract's own names)",
+    "kernel": "nothing, unless the kernel reads the op's attributes: kernels receive the op's "
+    "forward arguments, and cardcage checks its op table against every release it supports",
+}
 
 
 def applies(dependency: Dependency, table_version: str | None) -> bool:
