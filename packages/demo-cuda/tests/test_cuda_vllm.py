@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -58,11 +58,30 @@ def test_the_section_answers_what_vllm_asks_of_a_cuda_platform() -> None:
     assert section.ray_device_key == "GPU"
     assert section.get_attn_backend_cls(None, None) == CUDA_ATTENTION_BACKEND
     assert section.get_device_communicator_cls() == CUDA_COMMUNICATOR
+
+
+class _Base:
+    """Where the section sits in vLLM's adapter: before the vLLM base class, whose config step
+    it must still run (here a base that records the call, since vLLM is not installed)."""
+
+    seen: ClassVar[list[object]] = []
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: object) -> None:
+        cls.seen.append(vllm_config)
+
+
+class _Adapted(DemoCudaVllmSection, _Base):
+    pass
+
+
+def test_the_sections_config_step_runs_the_bases_then_sets_the_worker() -> None:
     config = types.SimpleNamespace(parallel_config=types.SimpleNamespace(worker_cls="auto"))
-    section.check_and_update_config(config)
+    _Adapted.check_and_update_config(config)
+    assert _Base.seen[-1] is config  # the base's checks ran
     assert config.parallel_config.worker_cls == CUDA_WORKER
     chosen = types.SimpleNamespace(parallel_config=types.SimpleNamespace(worker_cls="my.Worker"))
-    section.check_and_update_config(chosen)
+    _Adapted.check_and_update_config(chosen)
     assert chosen.parallel_config.worker_cls == "my.Worker", "a user's worker class stays"
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from cardcage.platforms.errors import PlatformUnavailableError, TorchNotInstalledError
 from cardcage.platforms.interface import KVPoolKind, PlatformCapabilities, SRTPlatform
@@ -84,6 +85,13 @@ class DemoCudaSRTPlatform(DemoCudaDeviceMixin, SRTPlatform):
         supports_triton=True,  # Triton kernels launch on NVIDIA GPUs
         supports_pynccl=True,  # NCCL for model-parallel groups
     )
+    #: Its kernels, by op (``cardcage.platforms.kernels.OPS``), in kernels.py: a host that
+    #: selects this platform runs them in its own ops. Data: nothing is imported until then.
+    kernels: ClassVar[Mapping[str, str]] = {
+        "rms_norm": "cardcage_demo_cuda.kernels:rms_norm",
+        "fused_add_rms_norm": "cardcage_demo_cuda.kernels:fused_add_rms_norm",
+        "silu_and_mul": "cardcage_demo_cuda.kernels:silu_and_mul",
+    }
     #: [vLLM section] What only vLLM asks (attention backend, worker class, dispatch key,
     #: communicator): a class imported only when vLLM hosts this platform. Everything else here
     #: serves both hosts.

@@ -56,8 +56,11 @@ class DemoCudaVllmSection:
 
     @classmethod
     def check_and_update_config(cls, vllm_config: Any) -> None:
-        """Fill in what vLLM leaves to the platform: the worker class (vLLM's built-in platforms
-        set ``parallel_config.worker_cls`` when it is "auto"; an out-of-tree one must too)."""
+        """vLLM's base's config step first (the section comes first in the adapter's classes,
+        so without this call the base's checks would never run); then what vLLM leaves to the
+        platform: the worker class (vLLM's built-in platforms set ``parallel_config.worker_cls``
+        when it is "auto"; an out-of-tree one must too)."""
+        super().check_and_update_config(vllm_config)  # type: ignore[misc]
         parallel_config = getattr(vllm_config, "parallel_config", None)
         if parallel_config is not None and getattr(parallel_config, "worker_cls", None) == "auto":
             parallel_config.worker_cls = CUDA_WORKER
