@@ -126,6 +126,10 @@ def test_the_release_table_says_what_this_vllm_release_is(release: str) -> None:
         assert not set(newer.platform_names_added) & names, newer
     assert found["cpu_config_raises_without_triton"] is entry.cpu_config_requires_triton
     assert found["removed_env_table"] is entry.rejects_removed_env
+    refused = set(found["removed_env"]) | (
+        {"VLLM_USE_V2_MODEL_RUNNER"} if found["refuses_v1_runner"] else set()
+    )
+    assert {rule.name for rule in entry.removed_env} == refused
 
 
 # -- selection ---------------------------------------------------------------------------------
