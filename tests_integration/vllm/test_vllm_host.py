@@ -330,6 +330,11 @@ def test_doctors_prediction_agrees_with_vllms_own_choice(layout: str) -> None:
         assert vllm_class.startswith(ADAPTERS)
         assert startup["platform"]["qualname"] == vllm_class
         assert startup["platform"]["plugin"] == "demo_cpu"
+        # doctor says what vLLM logs before its handlers exist, and reads demo-cpu's section
+        # (CPU-like for vLLM) as vLLM's adapter does: no SIGILL warning.
+        (selects,) = [f for f in doctor["findings"] if f["code"] == "vllm-selects"]
+        assert selects["plugin"] == "demo_cpu"
+        assert "vllm-cpu-like-undeclared" not in codes
     elif expected == "vllm.platforms.cpu.CpuPlatform":
         assert vllm_class == expected
         assert startup["builtin"] == "cpu"
