@@ -142,12 +142,17 @@ def step_release() -> dict[str, Any]:
     from vllm.platforms.cpu import CpuPlatform
     from vllm.platforms.interface import Platform
 
+    environ = inspect.getsource(Platform.validate_environ)
     return {
         "version": vllm.__version__,
         "platform_names": sorted(vars(Platform)),
         "cpu_config_raises_without_triton": "raise RuntimeError"
         in inspect.getsource(CpuPlatform.check_and_update_config).split("HAS_TRITON", 1)[-1][:400],
         "removed_env_table": hasattr(vllm.envs, "removed_environment_variables"),
+        "removed_env": sorted(getattr(vllm.envs, "removed_environment_variables", {})),
+        # validate_environ's own rule for the V1 model runner's variable (0.34 on).
+        "refuses_v1_runner": "no longer supported"
+        in (environ.split("VLLM_USE_V2_MODEL_RUNNER", 1)[1:] or [""])[0][:400],
     }
 
 

