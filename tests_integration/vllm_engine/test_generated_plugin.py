@@ -4,8 +4,9 @@ A vendor starts from ``cardcage new DEST --device-type cpu --targets srt,vllm``.
 that command (the venv's ``cardcage`` script) into a fresh folder and makes the vendor's first
 edit (``FIRST_EDIT``): the device methods vLLM calls, answered for a device whose memory is the
 host's, and in the generated vLLM section the declaration the documentation asks of a device
-whose tensors live on the host CPU, ``behaves_as = PlatformEnum.CPU``, with vLLM's CPU answers
-for the attention backend and the worker. The kernels stay as generated. The plugin is installed
+whose tensors live on the host CPU, ``behaves_as = PlatformEnum.CPU`` (the generated section then
+takes vLLM's CPU attention backend and worker from ``CpuPlatform`` as it stands). The kernels
+stay as generated. The plugin is installed
 with ``pip install --no-deps --target`` into a site of its own on the engine's PYTHONPATH, and
 selected the way a user selects it: ``ACME_CPU_PRESENT=1`` (the generated README's way to fake
 the device) makes its ``activate()`` accept under vLLM's own selection; demo-cpu, installed in
