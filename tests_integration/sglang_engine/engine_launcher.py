@@ -80,6 +80,8 @@ def main(model: str, report_path: str) -> None:
                 "class": f"{type(platform).__module__}.{type(platform).__qualname__}",
                 "is_sglang_platform": isinstance(platform, SRTPlatform),
                 "is_demo_cpu": isinstance(platform, DemoCpuSRTPlatform),
+                # The classes it is made of: the vendor's own class among them, for any plugin.
+                "mro": [f"{k.__module__}.{k.__qualname__}" for k in type(platform).__mro__],
             },
             "server_args": {
                 name: resolved.get(name)

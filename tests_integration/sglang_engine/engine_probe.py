@@ -44,6 +44,8 @@ KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
 _PHASES: dict[str, dict[str, int]] = {}
 #: Where the JSON lines go; unset, the plugin registers nothing.
 REPORT_ENV = "CC_ENGINE_PROBE"
+#: The distribution whose hooks ``in_effect`` reports; unset, demo-cpu's.
+DIST_ENV = "CC_ENGINE_PROBE_DIST"
 
 
 def _name(obj: object) -> str | None:
@@ -88,10 +90,11 @@ def _platform_answers() -> dict[str, Any]:
 
 
 def _in_effect() -> dict[str, Any]:
-    """demo-cpu's hooks and the installed kernels, as the scheduler's own process sees them."""
+    """The plugin's hooks (demo-cpu's unless ``$CC_ENGINE_PROBE_DIST`` names another
+    distribution) and the installed kernels, as the scheduler's own process sees them."""
     from cardcage.platforms import in_effect
 
-    return in_effect("cardcage-demo-cpu")
+    return in_effect(os.environ.get(DIST_ENV) or "cardcage-demo-cpu")
 
 
 def _after_scheduler_init(result: None, scheduler: Any, *args: Any, **kwargs: Any) -> None:

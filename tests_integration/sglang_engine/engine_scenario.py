@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,17 +117,22 @@ def env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def run_engine(
-    model: Path, report: Path, *, release: str = VENV_RELEASE, **extra: str
+    model: Path,
+    report: Path,
+    *,
+    release: str = VENV_RELEASE,
+    sites: Sequence[Path] = (),
+    **extra: str,
 ) -> dict[str, Any]:
     """Start SGLang ``release``'s ``Engine`` on ``model`` in a fresh interpreter.
 
     Returns the launcher's report: its JSON (texts, its pid, its children's pids and titles, the
     hook registry), ``stderr`` (SGLang's log) and ``probe`` (the probe plugin's lines, one per
-    scheduler). Every SGLang process gets the release's site (if any), then the probe's, on
-    PYTHONPATH.
+    scheduler). Every SGLang process gets the release's site (if any), then ``sites`` (plugins
+    installed with ``pip install --target``), then the probe's, on PYTHONPATH.
     """
     probe = report.with_name("probe.jsonl")
-    sites = [release_site(release), probe_site(report.parent / "probe-site")]
+    sites = [release_site(release), *sites, probe_site(report.parent / "probe-site")]
     path = os.pathsep.join(str(site) for site in sites if site is not None)
     done = subprocess.run(
         [sys.executable, str(LAUNCHER), str(model), str(report)],

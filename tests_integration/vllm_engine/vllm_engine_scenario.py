@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,12 +119,15 @@ def env(extra: dict[str, str]) -> dict[str, str]:
     return clean
 
 
-def run_llm(model: Path, folder: Path, *, layout: str, **extra: str) -> dict[str, Any]:
+def run_llm(
+    model: Path, folder: Path, *, layout: str, sites: Sequence[Path] = (), **extra: str
+) -> dict[str, Any]:
     """``LLM(model).generate()`` in a fresh interpreter, in vLLM's ``layout``.
 
     ``multiprocess`` is vLLM's default; ``single`` sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and
-    the ``uni`` executor. Returns the launcher's report, with ``stderr`` (vLLM's log) and
-    ``probe`` (the probe plugin's lines, one per ``load_general_plugins()`` call).
+    the ``uni`` executor. ``sites`` (plugins installed with ``pip install --target``) go on
+    PYTHONPATH before the probe's. Returns the launcher's report, with ``stderr`` (vLLM's log)
+    and ``probe`` (the probe plugin's lines, one per ``load_general_plugins()`` call).
     """
     folder.mkdir(parents=True, exist_ok=True)
     report = folder / "report.json"
@@ -135,7 +139,9 @@ def run_llm(model: Path, folder: Path, *, layout: str, **extra: str) -> dict[str
         env=env(
             {
                 **extra,
-                "PYTHONPATH": str(probe_site(folder / "probe-site")),
+                "PYTHONPATH": os.pathsep.join(
+                    str(site) for site in [*sites, probe_site(folder / "probe-site")]
+                ),
                 "CC_VLLM_ENGINE_PROBE": str(probe),
             }
         ),

@@ -18,6 +18,8 @@ from pathlib import Path
 #: What every run generates from: two prompts of the tokenizer's own words.
 PROMPTS = ["w4 w5", "w7 w8 w9"]
 MAX_TOKENS = 8
+#: The distribution whose hooks ``in_effect`` reports; unset, demo-cpu's.
+DIST_ENV = "CC_VLLM_ENGINE_DIST"
 
 
 def main(model: str, report: str, layout: str) -> None:
@@ -44,7 +46,15 @@ def main(model: str, report: str, layout: str) -> None:
     cls = type(current_platform)
     # demo-cpu's in-process counter: in the single-process layout the worker is this process.
     from cardcage.platforms import in_effect
+    from cardcage.platforms.hosts.vllm.worker import run_init_backend
     from cardcage_demo_cpu.evidence import EVIDENCE
+
+    # What runs now in this process (in the single layout: vLLM's worker), asked before anything
+    # else here could run the platform's init_backend().
+    effect = in_effect(os.environ.get(DIST_ENV) or "cardcage-demo-cpu")
+    # False: cardcage's worker already ran the platform's init_backend() in this process (it
+    # runs it at most once per process); True would mean it ran only now, for this question.
+    init_backend_ran_before = not run_init_backend() if layout == "single" else None
 
     Path(report).write_text(
         json.dumps(
@@ -55,8 +65,8 @@ def main(model: str, report: str, layout: str) -> None:
                 "texts": [o.outputs[0].text for o in outputs],
                 "platform": f"{cls.__module__}.{cls.__qualname__}",
                 "init_backend_calls_here": EVIDENCE.count("init_backend", "srt"),
-                # What runs now in this process (in the single layout: vLLM's worker).
-                "in_effect": in_effect("cardcage-demo-cpu"),
+                "in_effect": effect,
+                "init_backend_ran_before": init_backend_ran_before,
                 # Seconds, for the record (nothing asserts on them): import, LLM(), generate().
                 "seconds": {
                     "import": round(imported - started, 2),

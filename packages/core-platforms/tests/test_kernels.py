@@ -183,3 +183,17 @@ def test_declaring_kernels_imports_nothing_of_them_nor_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("host", ["sglang", "vllm"])
+def test_every_room_that_takes_kernels_answers_whether_they_are_in_effect(host: str) -> None:
+    """``in_effect()`` asks the kernel's room; a room without the question answers False for
+    every kernel, however the host dispatches. A row the room never installed is not in effect,
+    and asking imports no host."""
+    from cardcage.platforms.hosts import room
+
+    check = getattr(room(host), "kernel_in_effect", None)
+    assert callable(check)
+    row = KernelInstall("rms_norm", "acme:rms_norm", "acme.Platform", host, "0", None, "")
+    assert check(row) is False
+    assert host not in sys.modules

@@ -382,6 +382,74 @@ print(json.dumps(outcomes))
         assert "src/acme_npu_plugin/device.py" in text
 
 
+def test_the_vllm_section_takes_its_vllm_bases_answers_and_asks_only_where_there_are_none(
+    tmp_path: Path,
+) -> None:
+    """Inside cardcage's vLLM adapter ``super()`` is the adapter's vLLM base: a platform declared
+    CPU-like gets vLLM's ``CpuPlatform`` answers (its attention backend, its worker) from the
+    generated section unchanged, so declaring ``behaves_as`` is the whole vLLM edit for a device
+    whose tensors live on the host CPU; vLLM's abstract base answers nothing, and the section
+    still names what the vendor must write. Stand-in bases, since vLLM is not installed here."""
+    code = """
+import json
+from acme_npu_plugin.vllm_section import AcmeNpuVllmSection as Section
+
+class Parallel:
+    worker_cls = "auto"
+
+class Config:
+    parallel_config = Parallel()
+
+class CpuLike:  # answers as vLLM's CpuPlatform does
+    @classmethod
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        return "vllm.CPUAttentionBackend"
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config):
+        vllm_config.parallel_config.worker_cls = "vllm.CPUWorker"
+
+class Abstract:  # answers as vLLM's Platform does
+    @classmethod
+    def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None):
+        return ""
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config):
+        pass
+
+def worker(adapter):
+    config = Config()
+    config.parallel_config = Parallel()
+    adapter.check_and_update_config(config)
+    return config.parallel_config.worker_cls
+
+out = {}
+for base in (CpuLike, Abstract):
+    adapter = type("Adapter", (Section, base), {})
+    for name, call in (
+        ("attention", lambda: adapter.get_attn_backend_cls(None, None, num_heads=4)),
+        ("worker", lambda: worker(adapter)),
+    ):
+        try:
+            out[f"{base.__name__} {name}"] = call()
+        except NotImplementedError as exc:
+            out[f"{base.__name__} {name}"] = f"NotImplementedError: {exc}"
+print(json.dumps(out))
+"""
+    done = _python(_written(tmp_path, targets=["srt,vllm"]), code)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["CpuLike attention"] == "vllm.CPUAttentionBackend"
+    assert out["CpuLike worker"] == "vllm.CPUWorker"
+    for name, asked in (("attention", "attention backend"), ("worker", "worker class")):
+        assert out[f"Abstract {name}"].startswith("NotImplementedError: AcmeNpuVllmSection.")
+        assert (
+            f"name your vLLM {asked} in src/acme_npu_plugin/vllm_section.py"
+            in out[f"Abstract {name}"]
+        )
+
+
 def test_the_diffusion_platform_names_its_unfinished_torch_device() -> None:
     """Without the diffusion runtime here, the rendered method is checked as text; the scaffold
     session runs it for real in a worker (tests_integration/scaffold)."""

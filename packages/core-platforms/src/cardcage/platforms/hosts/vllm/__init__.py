@@ -6,6 +6,8 @@
 * ``identity``: what a declared ``behaves_as`` means under vLLM (the built-in base class, the
   predicates);
 * ``worker``: the worker subclass that runs the vendor's ``init_backend()`` in vLLM's worker;
+* ``kernels``: the vendor's kernels in vLLM's ops (``CustomOp.register_oot``), installed right
+  after ``init_backend()``;
 * ``releases``: the vLLM releases cardcage supports and what differs between them, as data;
 * ``rules``: vLLM's selection and loader rules as a predictor, for where vLLM is not running;
 * ``diagnosis``: what the ``cardcage`` commands say about the vLLM runtime, by vLLM's rules.
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 from cardcage.platforms.hosts import TRIGGERS
 
-__all__ = ["SELECTION_MODULES", "adapter_qualname", "selected"]
+__all__ = ["SELECTION_MODULES", "adapter_qualname", "kernel_in_effect", "selected"]
 
 #: runtime name -> vLLM's module that runs its platform selection (vLLM has one).
 SELECTION_MODULES: dict[str, str] = {"vllm": TRIGGERS["vllm"][0]}
@@ -55,3 +58,11 @@ def selected(qualname: str, runtime: str = "vllm") -> bool:
         return False
     wanted = qualname.strip().replace(":", ".")
     return f"{vendor.__module__}.{vendor.__qualname__}" == wanted
+
+
+def kernel_in_effect(row: Any) -> bool:
+    """Whether vLLM still builds an installed kernel's op as cardcage's replacement (``kernels``);
+    asked in vLLM's own process by ``cardcage.platforms.kernels.in_effect()``."""
+    from .kernels import kernel_in_effect as check
+
+    return check(row)
