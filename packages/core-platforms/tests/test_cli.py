@@ -1771,6 +1771,12 @@ def test_hooks_lists_the_selected_platforms_kernels_with_the_host_ops_they_are_f
             "host_op": "sglang.srt.layers.layernorm.RMSNorm",
             "mechanism": "sglang.kernels.fused_op.BaseFusedOp.register_oot_forward",
         },
+        {
+            "host": "vllm",
+            "releases": "0.32.0 - 0.34.0",
+            "host_op": "vllm.model_executor.layers.layernorm.RMSNorm",
+            "mechanism": "vllm.model_executor.custom_op.CustomOp.register_oot",
+        },
     ]
     text = site.run("hooks", env={"SGLANG_PLATFORM": "acme_npu"}).stdout
     assert "Kernels declared by " in text

@@ -25,7 +25,13 @@ from typing import Any
 
 from cardcage.platforms.hosts import TRIGGERS
 
-__all__ = ["SELECTION_MODULES", "adapter_qualname", "kernel_in_effect", "selected"]
+__all__ = [
+    "SELECTION_MODULES",
+    "adapter_qualname",
+    "kernel_in_effect",
+    "kernel_targets",
+    "selected",
+]
 
 #: runtime name -> vLLM's module that runs its platform selection (vLLM has one).
 SELECTION_MODULES: dict[str, str] = {"vllm": TRIGGERS["vllm"][0]}
@@ -58,6 +64,14 @@ def selected(qualname: str, runtime: str = "vllm") -> bool:
         return False
     wanted = qualname.strip().replace(":", ".")
     return f"{vendor.__module__}.{vendor.__qualname__}" == wanted
+
+
+def kernel_targets(op: str) -> list[dict[str, str]]:
+    """Where a kernel for cardcage's op ``op`` runs in vLLM (``kernels``); data only: vLLM is
+    not imported, so ``cardcage hooks`` and ``doctor`` list it where no vLLM runs."""
+    from .kernels import kernel_targets as targets
+
+    return targets(op)
 
 
 def kernel_in_effect(row: Any) -> bool:
