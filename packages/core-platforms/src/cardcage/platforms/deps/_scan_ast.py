@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .model import CallShape, Dependency, Source, SymbolKind, Where
+from .model import CallShape, Dependency, Source, SymbolKind, Where, colon_target
 
 __all__ = ["Accumulator", "Key", "env_prefixes", "scan_tree"]
 
@@ -657,11 +657,8 @@ def _is_hook_call(func: ast.expr, name: str) -> bool:
 
 
 def _split_dotted(scanner: _Scanner, text: str, source: Source) -> Key:
-    parts = text.split(".")
-    cut = next((i for i, part in enumerate(parts) if i and part[:1].isupper()), len(parts) - 1)
-    host = scanner.host_of_package[parts[0]]
-    module, qual = ".".join(parts[:cut]), tuple(parts[cut:])
-    return (host, "name", f"{module}:{'.'.join(qual[:2])}", source)
+    host = scanner.host_of_package[text.split(".", 1)[0]]
+    return (host, "name", colon_target(text), source)
 
 
 def scan_tree(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import UnknownPluginDistributionError
-from .model import HOST_PACKAGES, Dependency, Source, Where
+from .model import HOST_PACKAGES, Dependency, Source, Where, colon_target
 
 if TYPE_CHECKING:
     from importlib.metadata import Distribution
@@ -140,13 +140,13 @@ def rehearsed_hooks(distribution: str) -> list[Dependency]:
         host = _host_of(target)
         if host is None or (dist or "").lower().replace("_", "-") != wanted:
             continue
-        module, colon, qualname = target.partition(":")
+        module, colon, qualname = colon_target(target).partition(":")
         source: Source = "early-patch" if location.startswith("early patch") else "hook"
         out.append(
             Dependency(
                 host=host,
                 kind="name" if colon and qualname else "module",
-                symbol=target if colon and qualname else module,
+                symbol=f"{module}:{qualname}" if colon and qualname else module,
                 source=source,
                 distribution=distribution,
                 where=(Where(location),),

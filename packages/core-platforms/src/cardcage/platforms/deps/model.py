@@ -26,6 +26,7 @@ __all__ = [
     "Signature",
     "SymbolKind",
     "Where",
+    "colon_target",
 ]
 
 #: Distribution name (normalised) -> the host it is a release of.
@@ -149,3 +150,19 @@ class Lookup:
     reason: str = ""
     #: Where the name is really defined when reached through a re-export (``module:qualname``).
     defined_at: str | None = None
+
+
+def colon_target(target: str) -> str:
+    """A hook target as ``module:Qual.name``, the spelling every dependency row uses.
+
+    A target written with a colon is kept as written. A dotted one does not say where its module
+    ends: the module is every part before the first capitalised one (``vllm.x.Foo.bar`` ->
+    ``vllm.x:Foo.bar``), or, with none capitalised, every part but the last (``vllm.utils.f`` ->
+    ``vllm.utils:f``); the qualname keeps at most two parts (a class and its member). The static
+    scan and the hooks' rehearsal both split this way, so the two rows of one target merge.
+    """
+    if ":" in target or "." not in target:
+        return target
+    parts = target.split(".")
+    cut = next((i for i, part in enumerate(parts) if i and part[:1].isupper()), len(parts) - 1)
+    return f"{'.'.join(parts[:cut])}:{'.'.join(parts[cut:][:2])}"
