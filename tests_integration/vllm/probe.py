@@ -145,7 +145,8 @@ def step_release() -> dict[str, Any]:
     environ = inspect.getsource(Platform.validate_environ)
     return {
         "version": vllm.__version__,
-        "platform_names": sorted(vars(Platform)),
+        # Annotated-only names too (``device_name: str``): every platform sets them.
+        "platform_names": sorted({*vars(Platform), *Platform.__annotations__}),
         "cpu_config_raises_without_triton": "raise RuntimeError"
         in inspect.getsource(CpuPlatform.check_and_update_config).split("HAS_TRITON", 1)[-1][:400],
         "removed_env_table": hasattr(vllm.envs, "removed_environment_variables"),
