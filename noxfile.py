@@ -979,7 +979,7 @@ def bench_vllm_engine(session: nox.Session) -> None:
     removals) with the core-hooks and core-platforms wheels; demo-cpu goes into a ``--target``
     site under ``$CC_BENCH_SITES``, so only the launchers that put it on PYTHONPATH see its entry
     points and the other side runs vLLM's built-in CPU platform. ``nox -s bench`` runs it last;
-    about 12 minutes on a loaded 2-core machine (``-- --quick``: about 4), plus about 6 to
+    about 12 minutes on a loaded 2-core machine (``-- --quick``: about 4), plus about 7 to
     install. Keep the venv with ``-r``: it is 2.5 GB.
     """
     wheels = build_wheels(

@@ -1095,17 +1095,20 @@ def verdicts(results: Sequence[Result]) -> str:
             continue
         if r.budget is None:
             continue
-        spread = f" (per round {r.spread[0]:.3g}-{r.spread[1]:.3g})" if r.spread else ""
         if r.verdict == "PASS":
             state = "within"
         elif r.verdict == "MISS~":
             state = "not settled (the budget lies inside the per-round spread)"
         else:
             state = "over"
-        if r.budget < 0.5:  # a share
-            numbers = f"{r.ratio:.2%}{spread.replace('per round', 'per launch')} <= {r.budget:.0%}"
+        low, high = r.spread if r.spread else (r.ratio, r.ratio)
+        if r.budget < 0.5:  # a share of the start-up
+            numbers = (
+                f"{r.ratio:.2%} of {r.reference / 1e3:.1f} s (per launch {low:.2%}-{high:.2%}) "
+                f"<= {r.budget:.0%}"
+            )
         else:
-            numbers = f"{r.ratio:.3f} x{spread} <= {r.budget:.2f} x"
+            numbers = f"{r.ratio:.3f} x (per round {low:.3f}-{high:.3f}) <= {r.budget:.2f} x"
         lines.append(f"  {state}: {r.name}: {numbers}")
     return "\n".join(["verdicts:", *lines])
 
