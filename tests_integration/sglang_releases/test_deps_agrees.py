@@ -20,6 +20,8 @@ one predicted present.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import subprocess
@@ -41,6 +43,8 @@ pytestmark = pytest.mark.skipif(
 MEMORY = "sglang.srt.utils.common.get_device_memory_capacity"
 CUDA_GRAPH = "sglang.srt.platforms.interface.SRTPlatform.support_cuda_graph"
 FUSED_MODULE = "sglang.kernels.fused_op"
+#: What the fused plugin's ``from sglang.kernels.fused_op import BaseFusedOp`` depends on.
+FUSED_BASE = f"{FUSED_MODULE}:BaseFusedOp"
 
 HOOKS_PLUGIN = f'''
 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -110,6 +114,13 @@ def _env(release: Release, fixture_site: Path) -> dict[str, str]:
 
 
 def _predicted(release: Release, fixture_site: Path) -> dict[str, Any]:
+    """What ``cardcage deps --against sglang`` predicts for ``release`` (one run per release)."""
+    return copy.deepcopy(_predict(release.version, fixture_site))
+
+
+@functools.cache
+def _predict(version: str, fixture_site: Path) -> dict[str, Any]:
+    (release,) = [r for r in RELEASES if r.version == version]
     done = subprocess.run(
         [CARDCAGE, "deps", "cc-deps-fixture", "cardcage-demo-cpu", "--against", "sglang",
          "--json"],
@@ -122,10 +133,17 @@ def _predicted(release: Release, fixture_site: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(done.stdout)
     (checked,) = document["releases"]
     assert (checked["host"], checked["version"]) == ("sglang", release.version)
-    return checked
+    return checked  # type: ignore[no-any-return]
 
 
 def _real(release: Release, fixture_site: Path) -> dict[str, Any]:
+    """What ``release``'s own ``load_plugins()`` did (one run per release)."""
+    return copy.deepcopy(_load(release.version, fixture_site))
+
+
+@functools.cache
+def _load(version: str, fixture_site: Path) -> dict[str, Any]:
+    (release,) = [r for r in RELEASES if r.version == version]
     done = subprocess.run(
         [sys.executable, str(PROBE), "import", "srt-load"],
         env=_env(release, fixture_site),
@@ -179,7 +197,7 @@ def test_deps_predicts_whether_the_release_can_import_the_plugin(
 ) -> None:
     checked = _predicted(release, fixture_site)
     real = _real(release, fixture_site)
-    predicted = _verdict(checked, "cc-deps-fixture", FUSED_MODULE)
+    predicted = _verdict(checked, "cc-deps-fixture", FUSED_BASE)
     # The fused plugin's hook is in SGLang's registry only if its module imported.
     sources = [entry["source"] for entries in real["hooks"].values() for entry in entries]
     imported = ["cc_fused", "cc-deps-fixture"] in sources
@@ -227,7 +245,7 @@ def test_checked_together_the_releases_date_what_each_one_removed(fixture_site: 
             "0.5.20",
             "0.5.22",
         )
-    fused = {v: _verdict(r, "cc-deps-fixture", FUSED_MODULE)["status"] for v, r in releases.items()}
+    fused = {v: _verdict(r, "cc-deps-fixture", FUSED_BASE)["status"] for v, r in releases.items()}
     assert fused == {
         r.version: "present" if r.fused_op_base.startswith(FUSED_MODULE) else "missing"
         for r in RELEASES
