@@ -120,14 +120,21 @@ def env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def run_llm(
-    model: Path, folder: Path, *, layout: str, sites: Sequence[Path] = (), **extra: str
+    model: Path,
+    folder: Path,
+    *,
+    layout: str,
+    sites: Sequence[Path] = (),
+    check: bool = True,
+    **extra: str,
 ) -> dict[str, Any]:
     """``LLM(model).generate()`` in a fresh interpreter, in vLLM's ``layout``.
 
     ``multiprocess`` is vLLM's default; ``single`` sets ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` and
     the ``uni`` executor. ``sites`` (plugins installed with ``pip install --target``) go on
     PYTHONPATH before the probe's. Returns the launcher's report, with ``stderr`` (vLLM's log)
-    and ``probe`` (the probe plugin's lines, one per ``load_general_plugins()`` call).
+    and ``probe`` (the probe plugin's lines, one per ``load_general_plugins()`` call). With
+    ``check=False`` a failed run returns only ``returncode`` and ``stderr``.
     """
     folder.mkdir(parents=True, exist_ok=True)
     report = folder / "report.json"
@@ -151,6 +158,8 @@ def run_llm(
         timeout=ENGINE_TIMEOUT_S,
         check=False,
     )
+    if done.returncode != 0 and not check:
+        return {"returncode": done.returncode, "stderr": done.stderr}
     assert done.returncode == 0, f"vLLM's LLM failed ({done.returncode}):\n{done.stderr[-6000:]}"
     result: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
     result["stderr"] = done.stderr

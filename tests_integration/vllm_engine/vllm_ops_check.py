@@ -31,7 +31,7 @@ def _close(got: Any, want: Any, op: str, dtype: Any) -> bool:
 
 def main() -> dict[str, Any]:
     import torch
-    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.config import CompilationConfig, VllmConfig, set_current_vllm_config
     from vllm.platforms import current_platform
 
     from cardcage.platforms import kernels
@@ -40,7 +40,10 @@ def main() -> dict[str, Any]:
 
     run_init_backend()  # what the worker cardcage hands vLLM does first, in its init_device()
     report: dict[str, Any] = {"platform": type(current_platform).__qualname__, "close": {}}
-    with set_current_vllm_config(VllmConfig()):
+    # Custom ops on, as in the engine's eager runs (a compiling config turns them off and every
+    # op runs its forward_native, which no out-of-tree op replaces).
+    config = VllmConfig(compilation_config=CompilationConfig(custom_ops=["all"]))
+    with set_current_vllm_config(config):
         from vllm.model_executor.layers.activation import SiluAndMul
         from vllm.model_executor.layers.layernorm import RMSNorm
 
