@@ -247,6 +247,16 @@ def test_name_and_version_comes_from_the_cache_and_needs_download_to_fetch(
     assert again.returncode == 0, again
 
 
+def test_a_version_pip_cannot_find_is_a_usage_error_naming_it(site: Site, tmp_path: Path) -> None:
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(empty)}
+    result = site.run("deps", "--no-rehearse", "--against", "sglang==9.9.9", "--download", env=env)
+    assert result.returncode == 2, result
+    assert "pip could not download sglang==9.9.9" in result.stderr
+    assert "pass a wheel file" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("against", "expected"),
     [
