@@ -28,6 +28,7 @@ from .errors import (
     ReleaseNotFoundError,
     UnknownHostError,
 )
+from .host_source import normalise_distribution
 
 if TYPE_CHECKING:
     from .host_source import HostSource
@@ -38,10 +39,6 @@ __all__ = ["CACHE_ENV", "cache_dir", "installed_hosts", "open_release"]
 CACHE_ENV = "CARDCAGE_CACHE_DIR"
 
 _PINNED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9][A-Za-z0-9.+!_-]*)\s*$")
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _accepted() -> str:
@@ -81,7 +78,7 @@ def installed_hosts() -> list[HostSource]:
 
 
 def _cached_wheel(name: str, version: str) -> Path | None:
-    stem = _normalise(name).replace("-", "_")
+    stem = normalise_distribution(name).replace("-", "_")
     directory = cache_dir()
     if not directory.is_dir():
         return None
@@ -129,9 +126,9 @@ def _from_site(site: Path, spec: str) -> HostSource:
 
     names = sorted(
         {
-            _normalise(d.metadata["Name"] or "")
+            normalise_distribution(d.metadata["Name"] or "")
             for d in distributions(path=[str(site)])
-            if _normalise(d.metadata["Name"] or "") in HOST_DISTRIBUTIONS
+            if normalise_distribution(d.metadata["Name"] or "") in HOST_DISTRIBUTIONS
         }
     )
     if len(names) != 1:
@@ -156,11 +153,11 @@ def open_release(spec: str, *, download: bool = False) -> HostSource:
                 f"Name one instead: {_accepted()}"
             )
         return hosts[0]
-    if _normalise(text) in HOST_DISTRIBUTIONS:
-        return HostSource.from_installed(_normalise(text))
+    if normalise_distribution(text) in HOST_DISTRIBUTIONS:
+        return HostSource.from_installed(normalise_distribution(text))
     pinned = _PINNED.match(text)
     if pinned is not None:
-        name, version = _normalise(pinned.group(1)), pinned.group(2)
+        name, version = normalise_distribution(pinned.group(1)), pinned.group(2)
         if name not in HOST_DISTRIBUTIONS:
             raise UnknownHostError(
                 f"--against {spec!r}: {name} is not a host cardcage serves; accepted: {_accepted()}"

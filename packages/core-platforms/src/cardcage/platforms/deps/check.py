@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from .model import CallShape, Dependency, Lookup, Signature
+from .model import HOST_NAMES, CallShape, Dependency, Lookup, Signature
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +28,7 @@ __all__ = [
     "VerdictStatus",
     "call_fits",
     "check_release",
+    "lookup",
     "version_key",
 ]
 
@@ -103,7 +104,8 @@ def split_symbol(symbol: str) -> tuple[str, str | None]:
     return module, (qualname if sep else None)
 
 
-def _lookup(release: ReleaseSymbols, dependency: Dependency) -> Lookup:
+def lookup(release: ReleaseSymbols, dependency: Dependency) -> Lookup:
+    """What ``release`` has of ``dependency``'s symbol, by its kind."""
     if dependency.kind == "env-var":
         return release.env_var(dependency.symbol)
     if dependency.kind == "entry-point-group":
@@ -174,7 +176,7 @@ def _misfits(dependency: Dependency, lookup: Lookup) -> tuple[str, ...]:
 
 
 def _host_name(host: str) -> str:
-    return {"sglang": "SGLang", "vllm": "vLLM"}.get(host, host)
+    return HOST_NAMES.get(host, host)
 
 
 def _hints(dependency: Dependency, release: ReleaseSymbols) -> tuple[str, ...]:
@@ -236,21 +238,21 @@ def _missing(
 
 
 def _decide(dependency: Dependency, release: ReleaseSymbols, baseline: Lookup | None) -> Verdict:
-    lookup = _lookup(release, dependency)
-    if lookup.status == "missing":
-        return _missing(dependency, release, lookup, baseline)
-    if lookup.status == "unknown":
+    found = lookup(release, dependency)
+    if found.status == "missing":
+        return _missing(dependency, release, found, baseline)
+    if found.status == "unknown":
         return Verdict(
             dependency,
             "unknown",
             False,
-            f"unknown, checked at run time only: {lookup.reason or 'not decidable from source'}",
+            f"unknown, checked at run time only: {found.reason or 'not decidable from source'}",
             "",
         )
-    misfits = _misfits(dependency, lookup)
-    now = lookup.signature.text() if lookup.signature else None
+    misfits = _misfits(dependency, found)
+    now = found.signature.text() if found.signature else None
     before = baseline.signature.text() if baseline and baseline.signature else None
-    kind = lookup.kind or "symbol"
+    kind = found.kind or "symbol"
     if misfits or (before is not None and now is not None and before != now):
         host = f"{_host_name(release.host)} {release.version}"
         detail = (
@@ -273,7 +275,7 @@ def _decide(dependency: Dependency, release: ReleaseSymbols, baseline: Lookup | 
             baseline_signature=before,
             misfits=misfits,
         )
-    where = f" (defined at {lookup.defined_at})" if lookup.defined_at else ""
+    where = f" (defined at {found.defined_at})" if found.defined_at else ""
     return Verdict(dependency, "present", False, f"{kind}{where}", "", signature=now)
 
 

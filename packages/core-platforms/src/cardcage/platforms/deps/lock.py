@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .check import _lookup
+from .check import lookup
 from .errors import LockFileError
 from .model import Dependency, Lookup, Param, Signature
 
@@ -47,7 +47,7 @@ class ReleaseBaseline:
     def lookup_symbol(self, dependency: Dependency) -> Lookup | None:
         if dependency.host != self.release.host:
             return None
-        return _lookup(self.release, dependency)
+        return lookup(self.release, dependency)
 
 
 class LockBaseline:
@@ -78,7 +78,7 @@ def write_lock(
     for dependency in dependencies:
         if dependency.host != release.host:
             continue
-        found = _lookup(release, dependency)
+        found = lookup(release, dependency)
         entries[f"{dependency.kind} {dependency.symbol}"] = {
             "status": found.status,
             "kind": found.kind,

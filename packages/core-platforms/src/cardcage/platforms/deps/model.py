@@ -18,6 +18,7 @@ from typing import Literal
 
 __all__ = [
     "HOST_DISTRIBUTIONS",
+    "HOST_NAMES",
     "HOST_PACKAGES",
     "CallShape",
     "Dependency",
@@ -38,6 +39,9 @@ HOST_DISTRIBUTIONS: Mapping[str, str] = MappingProxyType(
 HOST_PACKAGES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {"sglang": ("sglang",), "vllm": ("vllm",)}
 )
+
+#: Host -> how messages name it.
+HOST_NAMES: Mapping[str, str] = MappingProxyType({"sglang": "SGLang", "vllm": "vLLM"})
 
 #: What a dependency names in the host: a module, a name inside a module (``module:Qual.name``),
 #: an environment variable, or an entry point group.

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .check import Verdict, check_release, date_removals, version_key
+from .model import HOST_NAMES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -142,7 +143,6 @@ def build_report(
     """Decide every plugin's dependencies on every release; date removals across releases of
     the same host (``removed_in``). ``baselines`` maps host -> its baseline."""
     dependencies = [d for p in plugins for d in p.dependencies]
-    by_host: dict[str, dict[str, list[Verdict]]] = {}
     checks: list[ReleaseCheck] = []
     for release in releases:
         table, supported = _table_release(release.host, release.version)
@@ -150,7 +150,6 @@ def build_report(
         if baseline is not None and baseline.version == release.version:
             baseline = None  # a release compared with itself changes nothing
         verdicts = check_release(dependencies, release, baseline=baseline, table_version=table)
-        by_host.setdefault(release.host, {})[f"{release.version}@{len(checks)}"] = verdicts
         checks.append(
             ReleaseCheck(
                 host=release.host,
@@ -163,22 +162,25 @@ def build_report(
                 verdicts=tuple(verdicts),
             )
         )
-    dated = {key: rows for per_host in by_host.values() for key, rows in _date(per_host).items()}
-    final = [replace(c, verdicts=tuple(dated[f"{c.version}@{i}"])) for i, c in enumerate(checks)]
-    return DepsReport(tuple(plugins), tuple(final), tuple(notes))
+    return DepsReport(tuple(plugins), tuple(_dated(checks)), tuple(notes))
 
 
-def _date(per_release: dict[str, list[Verdict]]) -> dict[str, list[Verdict]]:
-    plain = {key.split("@", 1)[0]: rows for key, rows in per_release.items()}
-    if len(plain) != len(per_release):  # the same version twice: dating would be ambiguous
-        return per_release
-    dated = date_removals(plain)
-    return {key: dated[key.split("@", 1)[0]] for key in per_release}
+def _dated(checks: list[ReleaseCheck]) -> list[ReleaseCheck]:
+    """``checks`` with removals dated across the releases of each host (``date_removals``);
+    a host checked twice at the same version is left undated: "since when" would be ambiguous."""
+    out = list(checks)
+    for host in {c.host for c in checks}:
+        mine = [i for i, c in enumerate(checks) if c.host == host]
+        versions = {checks[i].version: list(checks[i].verdicts) for i in mine}
+        if len(versions) != len(mine):
+            continue
+        dated = date_removals(versions)
+        for i in mine:
+            out[i] = replace(checks[i], verdicts=tuple(dated[checks[i].version]))
+    return out
 
 
 # -- text --------------------------------------------------------------------------------------
-
-_HOSTS = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
 def _plugin_text(plugin: PluginDeps, verbose: int) -> list[str]:
@@ -192,7 +194,9 @@ def _plugin_text(plugin: PluginDeps, verbose: int) -> list[str]:
         if dep.releases:
             flags.append(f"releases {dep.releases[0]}-{dep.releases[1]}")
         suffix = f" [{', '.join(flags)}]" if flags else ""
-        lines.append(f"  {_HOSTS.get(dep.host, dep.host):7} {dep.source:17} {dep.symbol}{suffix}")
+        lines.append(
+            f"  {HOST_NAMES.get(dep.host, dep.host):7} {dep.source:17} {dep.symbol}{suffix}"
+        )
         if verbose:
             lines += [f"      at {w.location}" for w in dep.where]
     lines += [f"  note: {note}" for note in plugin.notes]
@@ -200,7 +204,7 @@ def _plugin_text(plugin: PluginDeps, verbose: int) -> list[str]:
 
 
 def _check_text(check: ReleaseCheck, verbose: int) -> list[str]:
-    host = _HOSTS.get(check.host, check.host)
+    host = HOST_NAMES.get(check.host, check.host)
     head = f"{host} {check.version} ({check.distribution}, {check.origin})"
     if check.supported is False:
         head += f"; outside cardcage's supported releases, read as {check.table_release}"
