@@ -39,7 +39,7 @@ SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
 SCHEDULER_INIT = f"{SCHEDULER_MODULE}.Scheduler.__init__"
 MODEL_RUNNER_MODULE = "sglang.srt.model_executor.model_runner"
 #: demo-cpu's kernels, as its ``kernel`` evidence names them.
-KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
 #: forward mode -> op -> kernel calls, in this process.
 _PHASES: dict[str, dict[str, int]] = {}
 #: Where the JSON lines go; unset, the plugin registers nothing.

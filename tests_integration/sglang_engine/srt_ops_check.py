@@ -1,4 +1,5 @@
-"""SGLang's own SRT ``RMSNorm`` and ``SiluAndMul`` on demo-cpu's platform, as one JSON report.
+"""SGLang's own SRT ``RMSNorm``, ``SiluAndMul``, ``LayerNorm`` and ``RotaryEmbedding`` on
+demo-cpu's platform, as one JSON report.
 
 Run by ``test_srt_kernels.py`` in a fresh interpreter (``python srt_ops_check.py``) with
 ``SGLANG_PLATFORM=demo_cpu``, so SGLang selects the platform exactly as its scheduler does; the
@@ -17,6 +18,10 @@ from typing import Any
 
 HIDDEN = 64
 ROWS = 5
+HEAD_SIZE = 16
+#: Rotary embeddings: NeoX style over whole heads, GPT-J style over half of each head.
+ROTARY_STYLES = {"neox": (True, HEAD_SIZE), "gptj": (False, HEAD_SIZE // 2)}
+OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
 
 
 def _close(got: Any, want: Any, op: str, dtype: Any) -> bool:
@@ -34,7 +39,8 @@ def main() -> dict[str, Any]:
 
     current_platform.init_backend()  # what SGLang's model runner does before it builds a model
     from sglang.srt.layers.activation import SiluAndMul
-    from sglang.srt.layers.layernorm import RMSNorm
+    from sglang.srt.layers.layernorm import LayerNorm, RMSNorm
+    from sglang.srt.layers.rotary_embedding.base import RotaryEmbedding
 
     from cardcage.platforms import kernels
     from cardcage_demo_cpu.evidence import EVIDENCE
@@ -60,10 +66,27 @@ def main() -> dict[str, Any]:
                 silu(gate_up), silu.forward_native(gate_up), "silu_and_mul", dtype
             ),
         }
-    report["counts"] = {
-        op: EVIDENCE.count("kernel", op)
-        for op in ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
-    }
+        # SGLang's LayerNorm normalises in its own dtype (float32 by default) whatever x's is.
+        layer = LayerNorm(HIDDEN, eps=1e-5)
+        with torch.no_grad():
+            layer.weight.copy_(torch.randn(HIDDEN, generator=generator))
+            layer.bias.copy_(torch.randn(HIDDEN, generator=generator))
+        report["close"][str(dtype)]["layer_norm"] = _close(
+            layer(x), layer.forward_native(x), "layer_norm", dtype
+        )
+        positions = torch.tensor([0, 3, 7, 1, 40])
+        rotated = []
+        for neox, rotary_dim in ROTARY_STYLES.values():
+            rope = RotaryEmbedding(HEAD_SIZE, rotary_dim, 64, 10000, neox, dtype)
+            query = torch.randn(ROWS, 4 * HEAD_SIZE, generator=generator).to(dtype)
+            key = torch.randn(ROWS, 2 * HEAD_SIZE, generator=generator).to(dtype)
+            got = rope(positions, query.clone(), key.clone())
+            want = rope.forward_native(positions, query.clone(), key.clone())
+            rotated.append(
+                all(_close(g, w, "rotary_embedding", dtype) for g, w in zip(got, want, strict=True))
+            )
+        report["close"][str(dtype)]["rotary_embedding"] = all(rotated)
+    report["counts"] = {op: EVIDENCE.count("kernel", op) for op in OPS}
     report["in_effect"] = kernels.in_effect()
     return report
 

@@ -170,7 +170,8 @@ def test_in_effect_inside_sglangs_scheduler_reports_demo_cpus_hook_and_kernels(
     hooks = [(h["target"], h["type"], h["applied_by"], h["state"]) for h in report["hooks"]]
     assert hooks == [(DEVICE_MEMORY, "AROUND", "sglang", "in-effect")], report["hooks"]
     kernels = {k["op"]: k["in_effect"] for k in report["kernels"]}
-    assert kernels == dict.fromkeys(("rms_norm", "fused_add_rms_norm", "silu_and_mul"), True)
+    declared = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
+    assert kernels == dict.fromkeys(declared, True)
 
 
 #: SRTPlatform names a release reaches through cardcage's adapter, from a vendor's declaration
@@ -288,7 +289,7 @@ def test_sglangs_graph_question_is_answered_from_demo_cpus_capabilities(
     assert built["graph_answer"] is DemoCpuSRTPlatform().capabilities.graph_capture
 
 
-KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+KERNEL_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
 
 
 def test_the_scheduler_ran_demo_cpus_kernels_in_prefill_and_in_decode(run: dict[str, Any]) -> None:
@@ -296,7 +297,8 @@ def test_the_scheduler_ran_demo_cpus_kernels_in_prefill_and_in_decode(run: dict[
     phases = run["kernel_phases"].get(scheduler)
     assert phases is not None, run["kernel_phases"]
     # Llama's layers: RMSNorm without a residual (the first input norm), with one (every other
-    # norm), and the MLP's SiluAndMul, all through demo-cpu's kernels, in both phases.
+    # norm), the attention's RotaryEmbedding and the MLP's SiluAndMul, all through demo-cpu's
+    # kernels, in both phases. (Llama has no LayerNorm: that kernel is installed, never called.)
     for mode in ("extend", "decode"):
         assert all(phases[mode][op] > 0 for op in KERNEL_OPS), (mode, phases)
     assert set(run["kernel_phases"]) == {scheduler}  # no other process built ops

@@ -1,11 +1,12 @@
 """demo-cpu's kernels run in SGLang's own SRT ops, through cardcage's kernel API (0.5.23, 0.5.20).
 
 demo-cpu declares its kernels by op (``DemoCpuSRTPlatform.kernels``); when SGLang selects the
-platform, cardcage's adapter installs them into SGLang's SRT ``RMSNorm`` and ``SiluAndMul``
-right after ``init_backend()``, through the release's own ``register_oot_forward``
-(``BaseFusedOp`` on both releases here). ``srt_ops_check.py`` builds SGLang's real ops in a
-fresh interpreter per case and compares each call with SGLang's ``forward_native``; the Engine
-proof (prefill and decode in SGLang's scheduler) is in ``test_sglang_engine.py``.
+platform, cardcage's adapter installs them into SGLang's SRT ``RMSNorm``, ``SiluAndMul``,
+``LayerNorm`` and ``RotaryEmbedding`` right after ``init_backend()``, through the release's own
+``register_oot_forward`` (``BaseFusedOp`` on both releases here). ``srt_ops_check.py`` builds
+SGLang's real ops in a fresh interpreter per case and compares each call with SGLang's
+``forward_native``; the Engine proof (prefill and decode in SGLang's scheduler) is in
+``test_sglang_engine.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from engine_scenario import env, release_site
 
 CHECK = Path(__file__).with_name("srt_ops_check.py")
 RELEASES = ("0.5.23", "0.5.20")
-OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
+#: Kernel calls per dtype: the rotary kernel runs once per style (NeoX, GPT-J).
+CALLS = {"rms_norm": 3, "fused_add_rms_norm": 3, "silu_and_mul": 3, "layer_norm": 3}
 
 
 def _check(release: str, tmp_path: Path, **extra: str) -> dict[str, Any]:
@@ -53,7 +56,7 @@ def test_demo_cpu_s_kernels_run_in_sglang_s_srt_ops_and_agree_with_forward_nativ
     for dtype, ops in report["close"].items():
         assert ops == dict.fromkeys(OPS, True), (dtype, ops)
     # Each op's kernel ran once per dtype: SGLang's op called it, not its own forward.
-    assert report["counts"] == dict.fromkeys(OPS, 3)
+    assert report["counts"] == {**CALLS, "rotary_embedding": 6}
     rows = {row["op"]: row for row in report["in_effect"]}
     assert set(rows) == set(OPS)
     for row in rows.values():
@@ -63,6 +66,10 @@ def test_demo_cpu_s_kernels_run_in_sglang_s_srt_ops_and_agree_with_forward_nativ
         assert row["mechanism"] == "sglang.kernels.fused_op.BaseFusedOp.register_oot_forward"
     assert rows["rms_norm"]["host_op"] == "sglang.srt.layers.layernorm.RMSNorm"
     assert rows["silu_and_mul"]["host_op"] == "sglang.srt.layers.activation.SiluAndMul"
+    assert rows["layer_norm"]["host_op"] == "sglang.srt.layers.layernorm.LayerNorm"
+    assert rows["rotary_embedding"]["host_op"] == (
+        "sglang.srt.layers.rotary_embedding.base.RotaryEmbedding"
+    )
 
 
 def test_sglang_s_forced_backend_outranks_the_kernels_and_in_effect_says_so(

@@ -11,10 +11,11 @@ unchanged on every release with the plugin system, plus:
   diffusion plugins module exists (found, not imported);
 * ``answers``: what the selected platform answers to every name the release calls for
   capabilities, KV pools and the paged allocator, next to what the vendor's class declares;
-* ``kernels``: what SGLang's model runner does before it builds a model (the selected
-  platform's ``init_backend()``), then the release's own SRT ``RMSNorm`` (without and with a
-  residual) and ``SiluAndMul`` called on float32 inputs: whether each agrees with the op's own
-  ``forward_native``, demo-cpu's kernel counters, and ``cardcage.platforms.kernels.in_effect()``.
+* ``kernels``: what SGLang's model runner does before it builds a model (the selected platform's
+  ``init_backend()``), then the release's own SRT ``RMSNorm`` (without and with a residual),
+  ``SiluAndMul``, ``LayerNorm`` and ``RotaryEmbedding`` called on float32 inputs: whether each
+  agrees with the op's own ``forward_native``, demo-cpu's kernel counters, and
+  ``cardcage.platforms.kernels.in_effect()``.
 
 No SGLang module is stubbed: whatever runs is SGLang's code as the release's wheel ships it.
 """
@@ -154,28 +155,39 @@ def _kernels() -> dict[str, Any]:
     set_global_server_args_for_scheduler(ServerArgs(model_path=str(model), device="cpu"))
     platforms.current_platform.init_backend()
     from sglang.srt.layers.activation import SiluAndMul
-    from sglang.srt.layers.layernorm import RMSNorm
+    from sglang.srt.layers.layernorm import LayerNorm, RMSNorm
+    from sglang.srt.layers.rotary_embedding.base import RotaryEmbedding
 
     from cardcage.platforms import kernels
     from cardcage_demo_cpu.evidence import EVIDENCE
 
+    def close(got: Any, want: Any) -> bool:
+        pairs = zip(got, want, strict=True) if isinstance(got, tuple) else [(got, want)]
+        return all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in pairs)
+
     generator = torch.Generator().manual_seed(0)
-    norm, silu = RMSNorm(64, eps=1e-6), SiluAndMul()
+    norm, silu, layer = RMSNorm(64, eps=1e-6), SiluAndMul(), LayerNorm(64)
+    rope = RotaryEmbedding(16, 16, 64, 10000, True, torch.float32)
     with torch.no_grad():
-        norm.weight.copy_(torch.randn(64, generator=generator))
+        for param in (norm.weight, layer.weight, layer.bias):
+            param.copy_(torch.randn(64, generator=generator))
     x, residual = (torch.randn(3, 64, generator=generator) for _ in range(2))
     gate_up = torch.randn(3, 128, generator=generator)
-    fused, want = norm(x, residual), norm.forward_native(x, residual)
-    close = {
-        "rms_norm": torch.allclose(norm(x), norm.forward_native(x), atol=1e-5, rtol=1e-5),
-        "fused_add_rms_norm": all(
-            torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(fused, want, strict=True)
+    query, key = (torch.randn(3, 64, generator=generator) for _ in range(2))
+    positions = torch.tensor([0, 5, 9])
+    found = {
+        "rms_norm": (norm(x), norm.forward_native(x)),
+        "fused_add_rms_norm": (norm(x, residual), norm.forward_native(x, residual)),
+        "silu_and_mul": (silu(gate_up), silu.forward_native(gate_up)),
+        "layer_norm": (layer(x), layer.forward_native(x)),
+        "rotary_embedding": (
+            rope(positions, query.clone(), key.clone()),
+            rope.forward_native(positions, query.clone(), key.clone()),
         ),
-        "silu_and_mul": torch.allclose(silu(gate_up), silu.forward_native(gate_up)),
     }
-    ops = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+    ops = tuple(found)
     return {
-        "close": close,
+        "close": {op: close(*pair) for op, pair in found.items()},
         "counts": {op: EVIDENCE.count("kernel", op) for op in ops},
         "in_effect": kernels.in_effect(),
     }

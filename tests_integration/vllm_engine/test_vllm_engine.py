@@ -40,6 +40,16 @@ THREADS = "1"
 LAYOUTS = ("multiprocess", "single")
 
 
+#: The ops demo-cpu declares kernels for (``DemoCpuSRTPlatform.kernels``).
+DECLARED_KERNELS = (
+    "rms_norm",
+    "fused_add_rms_norm",
+    "silu_and_mul",
+    "layer_norm",
+    "rotary_embedding",
+)
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
@@ -183,18 +193,17 @@ def test_in_effect_inside_vllms_worker_reports_demo_cpus_hook_and_kernels(
     hooks = {(h["target"], h["applied_by"], h["state"]) for h in report["hooks"]}
     assert hooks == {(RESOLVE_HOOK, "cardcage", "in-effect")}, report["hooks"]
     kernels = {k["op"]: (k["host"], k["in_effect"]) for k in report["kernels"]}
-    assert kernels == dict.fromkeys(
-        ("rms_norm", "fused_add_rms_norm", "silu_and_mul"), ("vllm", True)
-    )
+    assert kernels == dict.fromkeys(DECLARED_KERNELS, ("vllm", True))
 
 
 def test_demo_cpus_kernels_ran_in_vllms_ops_in_the_worker_only(run: dict[str, Any]) -> None:
     # demo-cpu declares its kernels by op; cardcage registered them with vLLM's
-    # CustomOp.register_oot right after init_backend() in the worker, so the RMSNorm and
-    # SiluAndMul vLLM built there called them (and the tokens above still equal HF's).
+    # CustomOp.register_oot right after init_backend() in the worker, so the RMSNorm,
+    # SiluAndMul and RotaryEmbedding vLLM built there called them (and the tokens above still
+    # equal HF's). Llama has no LayerNorm: that kernel is installed and never called.
     worker = _worker_pid(run)
     events = _events(run, worker)
-    for op in ("rms_norm", "fused_add_rms_norm", "silu_and_mul"):
+    for op in ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding"):
         assert f"kernel:{op}" in events, events
         assert events.index("init_backend:srt") < events.index(f"kernel:{op}")
     others = {e["pid"] for e in run["evidence"]} - {worker}

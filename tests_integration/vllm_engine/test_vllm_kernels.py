@@ -2,10 +2,10 @@
 
 demo-cpu declares its kernels by op (``DemoCpuSRTPlatform.kernels``); when vLLM selects the
 platform, cardcage's worker runs ``init_backend()`` and registers the kernels with vLLM's
-``CustomOp.register_oot`` under vLLM's class names, so the ``RMSNorm`` and ``SiluAndMul`` vLLM
-builds afterwards call them. ``vllm_ops_check.py`` builds vLLM's real ops in a fresh interpreter
-and compares each call with vLLM's ``forward_native``; the engine proof (the worker's
-``generate()``) is in ``test_vllm_engine.py``.
+``CustomOp.register_oot`` under vLLM's class names, so the ``RMSNorm``, ``SiluAndMul``,
+``LayerNorm`` and ``RotaryEmbedding`` vLLM builds afterwards call them. ``vllm_ops_check.py`` builds
+vLLM's real ops in a fresh interpreter and compares each call with vLLM's ``forward_native``; the
+engine proof (the worker's ``generate()``) is in ``test_vllm_engine.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from typing import Any
 from vllm_engine_scenario import env
 
 CHECK = Path(__file__).with_name("vllm_ops_check.py")
-OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
+#: Kernel calls over the three dtypes: the rotary kernel runs once per style (NeoX, GPT-J).
+CALLS = {"rms_norm": 3, "fused_add_rms_norm": 3, "silu_and_mul": 3, "layer_norm": 3}
 
 
 def _check(tmp_path: Path, **extra: str) -> dict[str, Any]:
@@ -45,7 +47,15 @@ def test_demo_cpus_kernels_run_in_vllms_ops_and_agree_with_forward_native(
     for dtype, ops in report["close"].items():
         assert ops == dict.fromkeys(OPS, True), (dtype, ops)
     # vLLM's op ran the kernel for each call, once per dtype: not its own forward.
-    assert report["counts"] == dict.fromkeys(OPS, 3)
+    assert report["counts"] == {**CALLS, "rotary_embedding": 6}
+    # vLLM built cardcage's replacements, named like its own classes, in cardcage's vLLM room.
+    room = "cardcage.platforms.hosts.vllm.kernels"
+    assert report["classes"] == {
+        "norm": f"{room}.RMSNorm",
+        "silu": f"{room}.SiluAndMul",
+        "layer": f"{room}.LayerNorm",
+        "rope": f"{room}.RotaryEmbedding",
+    }
     rows = {row["op"]: row for row in report["in_effect"]}
     assert set(rows) == set(OPS)
     for row in rows.values():

@@ -1,4 +1,5 @@
-"""vLLM's own ``RMSNorm`` and ``SiluAndMul`` on demo-cpu's platform, as one JSON report.
+"""vLLM's own ``RMSNorm``, ``SiluAndMul``, ``LayerNorm`` and ``RotaryEmbedding`` on demo-cpu's
+platform, as one JSON report.
 
 Run by ``test_vllm_kernels.py`` in a fresh interpreter (``python vllm_ops_check.py``) with
 ``CARDCAGE_DEMO_CPU=1``, so vLLM's own selection picks demo-cpu's adapter; the script then does
@@ -18,6 +19,10 @@ from typing import Any
 
 HIDDEN = 64
 ROWS = 5
+HEAD_SIZE = 16
+#: Rotary embeddings: NeoX style over whole heads, GPT-J style over half of each head.
+ROTARY_STYLES = {"neox": (True, HEAD_SIZE), "gptj": (False, HEAD_SIZE // 2)}
+OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
 
 
 def _close(got: Any, want: Any, op: str, dtype: Any) -> bool:
@@ -45,7 +50,8 @@ def main() -> dict[str, Any]:
     config = VllmConfig(compilation_config=CompilationConfig(custom_ops=["all"]))
     with set_current_vllm_config(config):
         from vllm.model_executor.layers.activation import SiluAndMul
-        from vllm.model_executor.layers.layernorm import RMSNorm
+        from vllm.model_executor.layers.layernorm import LayerNorm, RMSNorm
+        from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
 
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
             generator = torch.Generator().manual_seed(0)
@@ -70,13 +76,43 @@ def main() -> dict[str, Any]:
                     silu(gate_up), silu.forward_native(gate_up), "silu_and_mul", dtype
                 ),
             }
-            report.setdefault(
-                "classes", {"norm": type(norm).__qualname__, "silu": type(silu).__qualname__}
+            # vLLM's LayerNorm normalises in the wider of x's and its weight's dtypes: a
+            # float32 weight makes a low-precision x go through float32 and back.
+            layer = LayerNorm(HIDDEN, dtype=torch.float32)
+            with torch.no_grad():
+                layer.weight.copy_(torch.randn(HIDDEN, generator=generator))
+                layer.bias.copy_(torch.randn(HIDDEN, generator=generator))
+            report["close"][str(dtype)]["layer_norm"] = _close(
+                layer(x), layer.forward_native(x), "layer_norm", dtype
             )
-    report["counts"] = {
-        op: EVIDENCE.count("kernel", op)
-        for op in ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
-    }
+            positions = torch.tensor([0, 3, 7, 1, 40])
+            rotated = []
+            for neox, rotary_dim in ROTARY_STYLES.values():
+                rope = RotaryEmbedding(HEAD_SIZE, rotary_dim, 64, 10000, neox, dtype)
+                query = torch.randn(ROWS, 4 * HEAD_SIZE, generator=generator).to(dtype)
+                key = torch.randn(ROWS, 2 * HEAD_SIZE, generator=generator).to(dtype)
+                got = rope(positions, query.clone(), key.clone())
+                want = rope.forward_native(positions, query.clone(), key.clone())
+                rotated.append(
+                    all(
+                        _close(g, w, "rotary_embedding", dtype)
+                        for g, w in zip(got, want, strict=True)
+                    )
+                )
+            report["close"][str(dtype)]["rotary_embedding"] = all(rotated)
+            report.setdefault(
+                "classes",
+                {
+                    name: f"{type(op).__module__}.{type(op).__qualname__}"
+                    for name, op in (
+                        ("norm", norm),
+                        ("silu", silu),
+                        ("layer", layer),
+                        ("rope", rope),
+                    )
+                },
+            )
+    report["counts"] = {op: EVIDENCE.count("kernel", op) for op in OPS}
     report["in_effect"] = kernels.in_effect()
     return report
 

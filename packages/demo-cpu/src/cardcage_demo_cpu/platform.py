@@ -58,13 +58,15 @@ class DemoCpuSRTPlatform(DemoCpuDeviceMixin, SRTPlatform):
     #: class imported only when vLLM hosts this platform. Everything else here serves both hosts.
     vllm_section = "cardcage_demo_cpu.vllm_section:DemoCpuVllmSection"
     #: The kernels, by op (``cardcage.platforms.kernels.OPS``): a host that selects this
-    #: platform runs them in its own ops (SGLang: the SRT RMSNorm and SiluAndMul), installed
-    #: right after init_backend() in each process that builds them. Data: nothing is imported
-    #: until a host installs them.
+    #: platform runs them in its own ops (SGLang's SRT and vLLM's RMSNorm, SiluAndMul, LayerNorm
+    #: and RotaryEmbedding), installed right after init_backend() in each process that builds
+    #: them. Data: nothing is imported until a host installs them.
     kernels: ClassVar[Mapping[str, str]] = {
         "rms_norm": "cardcage_demo_cpu.kernels:rms_norm",
         "fused_add_rms_norm": "cardcage_demo_cpu.kernels:fused_add_rms_norm",
         "silu_and_mul": "cardcage_demo_cpu.kernels:silu_and_mul",
+        "layer_norm": "cardcage_demo_cpu.kernels:layer_norm",
+        "rotary_embedding": "cardcage_demo_cpu.kernels:rotary_embedding",
     }
 
     def __init__(self) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "install",
     "installed",
     "installed_row",
+    "layer_norm_in",
     "load_kernel",
     "refusal",
     "refused_row",
@@ -106,16 +107,24 @@ OPS: Mapping[str, OpSpec] = MappingProxyType(
                 "layer_norm",
                 ("x", "weight", "bias", "eps"),
                 "out",
-                "torch.nn.functional.layer_norm over the last dim (bias may be None); x is read "
-                "only.",
+                "out = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias over the last dim, "
+                "biased variance, as torch.nn.functional.layer_norm; weight and bias may each "
+                "be None (no scale, no shift). x, weight and bias arrive in one dtype, the "
+                "host op's compute dtype: the host's room casts x to it and the result back. "
+                "x is read only.",
                 _FLOAT_TOLERANCES,
             ),
             OpSpec(
                 "rotary_embedding",
                 ("positions", "query", "key", "cos_sin_cache", "head_size", "is_neox_style"),
                 "(query, key)",
-                "rotates query and key (tokens x heads*head_size) by the cos/sin rows of their "
-                "positions, NeoX (halves) or GPT-J (interleaved) style; returns new tensors.",
+                "positions: (tokens,) integers; query, key: (tokens, heads * head_size); "
+                "cos_sin_cache: (positions, rotary_dim), each row [cos | sin] of one position, in "
+                "query's dtype or float32 (the host's choice). Rotates the first rotary_dim = "
+                "cos_sin_cache.shape[-1] channels of every head by its token's row, NeoX style "
+                "(the two halves) or GPT-J style (even and odd channels); the other channels pass "
+                "through. Returns the rotated (query, key); the kernel may rotate in place and "
+                "return its inputs, since every host uses the returned tensors.",
                 _FLOAT_TOLERANCES,
             ),
         )
@@ -246,6 +255,26 @@ def _checked(op: str, path: str) -> tuple[str, Callable[..., Any] | None]:
     except ValueError:  # a builtin or extension function without a signature: take it
         pass
     return "", fn
+
+
+def layer_norm_in(
+    dtype: Any, kernel: Callable[..., Any], x: Any, weight: Any, bias: Any, eps: float
+) -> Any:
+    """Call a ``layer_norm`` kernel in the host op's compute ``dtype``, the result in ``x``'s.
+
+    Both hosts normalise in a dtype of the op's choosing (SGLang: the op's ``dtype``, float32 by
+    default; vLLM: the wider of ``x``'s and the weight's) and cast back; the op table hands the
+    kernel ``x``, ``weight`` and ``bias`` in one dtype, so the rooms adapt here, once.
+    """
+    if (
+        x.dtype == dtype
+        and (weight is None or weight.dtype == dtype)
+        and (bias is None or bias.dtype == dtype)
+    ):
+        return kernel(x, weight, bias, eps)
+    weight = None if weight is None else weight.to(dtype)
+    bias = None if bias is None else bias.to(dtype)
+    return kernel(x.to(dtype), weight, bias, eps).to(x.dtype)
 
 
 def _refused(template: KernelInstall, problem: str) -> KernelInstall:

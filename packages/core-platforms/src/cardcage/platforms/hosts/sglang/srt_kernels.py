@@ -10,12 +10,16 @@ release needs a hook on the op's forward: the installer registers one forward pe
 class, which unpacks SGLang's op into the op table's signature and calls the vendor's kernel.
 
 What maps where (``SRT_OPS``): ``rms_norm`` and ``fused_add_rms_norm`` to ``RMSNorm`` (the one
-SGLang class serves both, with and without a residual), ``silu_and_mul`` to ``SiluAndMul``.
+SGLang class serves both, with and without a residual), ``silu_and_mul`` to ``SiluAndMul``,
+``layer_norm`` to ``LayerNorm`` (called in the op's own ``dtype``, float32 by default, and cast
+back, as its ``forward_native`` does), ``rotary_embedding`` to ``RotaryEmbedding`` (the plain
+rotary embedding: its scaled subclasses have classes, and registry entries, of their own).
 Not ``GemmaRMSNorm``, whose weight is offset by one. A call the kernels cannot express (a
 variance over part of the hidden size, an extra residual addition, float32 residuals, a cast
-before the weight) goes to SGLang's own ``forward_native``, so the op always computes what
-SGLang's native forward would. A ``quant_linear`` argument (the next projection, a hint for
-SGLang's CUDA forward) is ignored, as ``forward_native`` ignores it.
+before the weight, a rotary call that also writes the KV cache) goes to SGLang's own
+``forward_native``, so the op always computes what SGLang's native forward would. A
+``quant_linear`` argument (the next projection, a hint for SGLang's CUDA forward) is ignored, as
+``forward_native`` ignores it.
 
 Imported only in a process where SGLang selected one of our adapters, from the adapter's
 ``init_backend()``; it imports SGLang's op modules then.
@@ -27,7 +31,13 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from cardcage.platforms.kernels import KernelInstall, install, installed_row, refused_row
+from cardcage.platforms.kernels import (
+    KernelInstall,
+    install,
+    installed_row,
+    layer_norm_in,
+    refused_row,
+)
 
 __all__ = ["SRT_OPS", "install_for", "kernel_in_effect", "kernel_targets"]
 
@@ -36,6 +46,8 @@ SRT_OPS: dict[str, str] = {
     "rms_norm": "sglang.srt.layers.layernorm:RMSNorm",
     "fused_add_rms_norm": "sglang.srt.layers.layernorm:RMSNorm",
     "silu_and_mul": "sglang.srt.layers.activation:SiluAndMul",
+    "layer_norm": "sglang.srt.layers.layernorm:LayerNorm",
+    "rotary_embedding": "sglang.srt.layers.rotary_embedding.base:RotaryEmbedding",
 }
 
 #: The kernels that load and fit, as ``cardcage.platforms.kernels.install`` hands them over:
@@ -201,9 +213,63 @@ def _silu_and_mul_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..
     return forward
 
 
+def _layer_norm_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    """``LayerNorm``'s forward: the ``layer_norm`` kernel in the op's ``dtype``, as
+    ``forward_native`` normalises, the result in ``x``'s dtype."""
+    kernel = kernels["layer_norm"]
+
+    def forward(op: Any, x: Any, *rest: Any, **extra: Any) -> Any:
+        if rest or extra:
+            return op.forward_native(x, *rest, **extra)
+        weight = op.weight if op.elementwise_affine else None
+        bias = op.bias if op.use_bias else None
+        return layer_norm_in(op.dtype, kernel, x, weight, bias, op.variance_epsilon)
+
+    forward.__qualname__ = "cardcage_layer_norm_forward"
+    return forward
+
+
+def _rotary_embedding_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    """``RotaryEmbedding``'s forward: positions (plus SGLang's ``offsets``) flattened, SGLang's
+    cos/sin cache as it keeps it; a call that also writes the KV cache, or an op whose cos/sin
+    rows were precomputed for its positions, runs ``forward_native``."""
+    kernel = kernels["rotary_embedding"]
+
+    def forward(
+        op: Any,
+        positions: Any,
+        query: Any,
+        key: Any = None,
+        offsets: Any = None,
+        fused_set_kv_buffer_arg: Any = None,
+        *rest: Any,
+        **extra: Any,
+    ) -> Any:
+        if (
+            rest
+            or extra
+            or key is None
+            or fused_set_kv_buffer_arg is not None
+            or hasattr(op, "sin_cos_cache")
+        ):
+            return op.forward_native(
+                positions, query, key, offsets, fused_set_kv_buffer_arg, *rest, **extra
+            )
+        if offsets is not None:
+            positions = positions + offsets
+        return kernel(
+            positions.flatten(), query, key, op.cos_sin_cache, op.head_size, op.is_neox_style
+        )
+
+    forward.__qualname__ = "cardcage_rotary_embedding_forward"
+    return forward
+
+
 _FORWARD_BUILDERS: dict[str, Callable[[dict[str, Callable[..., Any]]], Callable[..., Any]]] = {
     "sglang.srt.layers.layernorm:RMSNorm": _rms_norm_forward,
     "sglang.srt.layers.activation:SiluAndMul": _silu_and_mul_forward,
+    "sglang.srt.layers.layernorm:LayerNorm": _layer_norm_forward,
+    "sglang.srt.layers.rotary_embedding.base:RotaryEmbedding": _rotary_embedding_forward,
 }
 
 

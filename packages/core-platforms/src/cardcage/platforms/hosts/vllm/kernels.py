@@ -12,8 +12,11 @@ lets happen (it refuses, with a WARNING, a name that already has a replacement).
 keeps the in-tree op's ``name``, so vLLM's ``custom_ops`` switches (``-rms_norm``) still apply.
 
 What maps where (``VLLM_OPS``): ``rms_norm`` and ``fused_add_rms_norm`` to ``RMSNorm``,
-``silu_and_mul`` to ``SiluAndMul``. A call the kernels cannot express (a variance over part of
-the hidden size, no weight) runs vLLM's ``forward_native``. vLLM's hardware-agnostic layers
+``silu_and_mul`` to ``SiluAndMul``, ``layer_norm`` to ``LayerNorm`` (called in the wider of ``x``'s
+and the weight's dtypes and cast back, as its ``forward_native`` does), ``rotary_embedding`` to
+``RotaryEmbedding`` (the plain one: each scaled variant is a class of its own, which vLLM builds
+unreplaced). A call the kernels cannot express (a variance over part of the hidden size, no weight,
+a rotary call without a key) runs vLLM's ``forward_native``. vLLM's hardware-agnostic layers
 (``VLLM_USE_HW_AGNOSTIC``) keep a registry of their own and are not reached.
 
 Imported only in a vLLM process whose platform is one of our adapters, from the adapter's
@@ -26,7 +29,13 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from cardcage.platforms.kernels import KernelInstall, install, installed_row, refused_row
+from cardcage.platforms.kernels import (
+    KernelInstall,
+    install,
+    installed_row,
+    layer_norm_in,
+    refused_row,
+)
 
 __all__ = ["VLLM_OPS", "install_for", "kernel_in_effect", "kernel_targets"]
 
@@ -38,6 +47,8 @@ VLLM_OPS: dict[str, str] = {
     "rms_norm": "vllm.model_executor.layers.layernorm:RMSNorm",
     "fused_add_rms_norm": "vllm.model_executor.layers.layernorm:RMSNorm",
     "silu_and_mul": "vllm.model_executor.layers.activation:SiluAndMul",
+    "layer_norm": "vllm.model_executor.layers.layernorm:LayerNorm",
+    "rotary_embedding": "vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding",
 }
 
 _Usable = dict[str, tuple[Callable[..., Any], KernelInstall]]
@@ -157,9 +168,38 @@ def _silu_and_mul_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..
     return forward
 
 
+def _layer_norm_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    import torch
+
+    kernel = kernels["layer_norm"]
+
+    def forward(op: Any, x: Any) -> Any:
+        weight, bias = op.weight, op.bias
+        dtype = x.dtype if weight is None else torch.promote_types(x.dtype, weight.dtype)
+        return layer_norm_in(dtype, kernel, x, weight, bias, op.eps)
+
+    return forward
+
+
+def _rotary_embedding_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
+    kernel = kernels["rotary_embedding"]
+
+    def forward(op: Any, positions: Any, query: Any, key: Any = None) -> Any:
+        if key is None:  # cross-layer KV sharing: only the query turns
+            return op.forward_native(positions, query, key)
+        # vLLM's forward_native and its CUDA kernel both take the cache in query's dtype; vLLM
+        # converts it once and keeps the converted buffer.
+        cache = op._match_cos_sin_cache_dtype(query)
+        return kernel(positions.flatten(), query, key, cache, op.head_size, op.is_neox_style)
+
+    return forward
+
+
 _FORWARD_BUILDERS: dict[str, Callable[[dict[str, Callable[..., Any]]], Callable[..., Any]]] = {
     "vllm.model_executor.layers.layernorm:RMSNorm": _rms_norm_forward,
     "vllm.model_executor.layers.activation:SiluAndMul": _silu_and_mul_forward,
+    "vllm.model_executor.layers.layernorm:LayerNorm": _layer_norm_forward,
+    "vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding": _rotary_embedding_forward,
 }
 
 
