@@ -129,12 +129,27 @@ def test_the_release_table_row_is_what_the_release_ships(release: Release) -> No
 # -- kernels ------------------------------------------------------------------------------------
 
 
+#: Releases whose ``RotaryEmbedding.__init__`` imports ``vllm._custom_ops.rotary_embedding`` on
+#: every platform but CUDA, HIP, SGLang's CPU engine, XPU, NPU, MUSA and MPS; 0.5.15 added the
+#: ``is_out_of_tree()`` exemption (read from the wheels).
+ROTARY_NEEDS_VLLM = frozenset({"0.5.12"})
+
+
 @by_release
 def test_demo_cpus_kernels_run_in_the_releases_own_srt_ops(release: Release) -> None:
     found = step(start(release, "import", "srt", "kernels", SGLANG_PLATFORM="demo_cpu"), "kernels")
     ops = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
-    assert found["close"] == dict.fromkeys(ops, True)
-    assert found["counts"] == dict.fromkeys(ops, 1)  # SGLang's op called the kernel, once each
+    ran = ops
+    if release.version in ROTARY_NEEDS_VLLM:
+        # SGLang's own RotaryEmbedding cannot be built on an out-of-tree platform there: its
+        # constructor imports vLLM's rotary kernel, which this venv (like a vendor's) lacks.
+        assert found["rope_error"] == "ModuleNotFoundError: No module named 'vllm'"
+        ran = ops[:-1]
+    else:
+        assert found["rope_error"] is None
+    assert found["close"] == dict.fromkeys(ran, True)
+    # SGLang's op called the kernel, once each
+    assert found["counts"] == {op: int(op in ran) for op in ops}
     base = release.fused_op_base.replace(":", ".")
     for row in found["in_effect"]:
         assert (row["release"], row["mechanism"]) == (
