@@ -27,7 +27,7 @@ class Result:
     """One table row. ``ratio`` is value / reference; ``spread`` is its per-round 25-75 % range.
 
     ``budget`` bounds the ratio; ``limit`` (used instead) bounds the value itself, for counts
-    such as "one metadata scan".
+    such as "one metadata scan". ``percent``: the ratio is a share, printed as a percentage.
     """
 
     group: str
@@ -40,6 +40,7 @@ class Result:
     budget: float | None
     spread: tuple[float, float] | None = None
     limit: float | None = None
+    percent: bool = False
 
     @property
     def verdict(self) -> str:
@@ -101,7 +102,21 @@ def format_number(value: float, unit: str) -> str:
 def format_budget(result: Result) -> str:
     if result.limit is not None:
         return f"= {result.limit:g} scan" if result.unit == "scans" else f"<= {result.limit:g}"
-    return f"<= {result.budget:.2f}" if result.budget is not None else "-"
+    if result.budget is None:
+        return "-"
+    return f"<= {result.budget:.0%}" if result.percent else f"<= {result.budget:.2f}"
+
+
+def format_ratio(result: Result) -> str:
+    """The ratio and its spread: three decimals, or a percentage for a share."""
+    if result.percent:
+        value, bound = "{:.2%}", "{:.2%}"
+    else:
+        value, bound = "{:.3f}", "{:.2f}"
+    spread = ""
+    if result.spread:
+        spread = f" ({bound.format(result.spread[0])}-{bound.format(result.spread[1])})"
+    return value.format(result.ratio) + spread
 
 
 def table(results: Sequence[Result]) -> str:
@@ -109,13 +124,12 @@ def table(results: Sequence[Result]) -> str:
     header = ("measurement", "value", "reference", "ratio (25-75 %)", "budget", "result")
     rows = [header]
     for r in results:
-        spread = f" ({r.spread[0]:.2f}-{r.spread[1]:.2f})" if r.spread else ""
         rows.append(
             (
                 r.name,
                 format_number(r.value, r.unit),
                 f"{format_number(r.reference, r.unit)} [{r.reference_label}]",
-                f"{r.ratio:.3f}{spread}",
+                format_ratio(r),
                 format_budget(r),
                 r.verdict,
             )
@@ -587,6 +601,7 @@ def startup_results(
                 ratio=statistics.median(shares),
                 budget=budget,
                 spread=quartiles(shares),
+                percent=True,
             )
         )
     results.append(
@@ -741,7 +756,7 @@ def verdicts(results: Sequence[Result]) -> str:
         else:
             state = "over"
         low, high = r.spread if r.spread else (r.ratio, r.ratio)
-        if r.budget < 0.5:  # a share of the start-up
+        if r.percent:  # a share of the start-up
             numbers = (
                 f"{r.ratio:.2%} of {r.reference / 1e3:.1f} s (per launch {low:.2%}-{high:.2%}) "
                 f"<= {r.budget:.0%}"
