@@ -1,7 +1,11 @@
-"""Pieces both benchmark scripts share: result rows, the ratio table, the anchor wheel, CLI.
+"""Pieces the benchmark scripts share: result rows, the ratio table, the anchor wheel, CLI.
 
-Each script measures its own subject against SGLang 0.5.23 in the same run; this module only
-keeps how results are recorded and printed identical, so the two tables read the same.
+Each script measures its own subject against its baseline in the same run; this module keeps
+how results are recorded and printed identical, so the tables read the same. The two engine
+benches (``bench_sglang_engine.py``, ``bench_vllm_engine.py``) also share here how a plugin is
+measured inside a host's engine: the timer of its windows in every host process, the block
+timer of the kernel and hook rows, the child runner and the rows built from what they report.
+Nothing here imports a host.
 """
 
 from __future__ import annotations
