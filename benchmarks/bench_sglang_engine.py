@@ -1,4 +1,4 @@
-"""A cardcage-built plugin inside SGLang 0.5.23's real SRT ``Engine`` (DESIGN.md §7, issue 22).
+"""A cardcage-built plugin inside SGLang 0.5.23's real SRT ``Engine`` (DESIGN.md §7).
 
 ``bench_sglang_host.py`` measures ``import sglang`` and ``load_plugins()`` and a hook on one op of
 SGLang's diffusion runtime, in a venv where SRT's engine cannot run. This benchmark runs the
@@ -7,21 +7,42 @@ wheel with ``--no-deps``, torch 2.14.1, the real torchvision, transformers, ...)
 is a fresh launcher process running ``sglang.Engine(model_path=..., device="cpu", ...)`` on the
 tiny random Llama that ``tests_integration/sglang_engine/engine_scenario.py`` makes (two layers,
 64 wide, a word-level tokenizer), which spawns SGLang's scheduler and detokenizer. Nothing of
-SGLang is stubbed or patched; only the plugins on PYTHONPATH differ.
+SGLang is stubbed or patched by the harness beyond the timers and probes named below; only the
+plugins on PYTHONPATH differ.
 
-1. Start-up to ready: ``import sglang`` plus ``sglang.Engine(...)`` construction, until it
-   returns (the scheduler has loaded the model and allocated its KV cache), with demo-cpu
-   selected (``packages/demo-cpu``, its site from ``$CC_BENCH_SITES``) against an equivalent
-   native SGLang plugin selected (budget 1.05). The native side is the fixture
-   ``cc-plat-sglang-native`` (its platform class on SGLang's ``SRTPlatform``, its AROUND hook on
-   ``get_device_memory_capacity`` through SGLang's registry) plus a generated distribution whose
-   platform adds to the fixture's class exactly what demo-cpu's class adds for an Engine: SGLang's
-   own ``CpuDeviceMixin`` (the fixture alone cannot size a KV cache: SGLang asks an out-of-tree
-   platform for ``get_device_total_memory()``, and the fixture has none) and the same
-   ``init_backend()`` thread set-up. Both sides pass the same Engine arguments. Each launcher
-   checks, in itself and (through the probe below) in SGLang's scheduler process, that SGLang
-   selected the side's platform and applied its hook, attributed to its distribution, and that
-   the hook ran.
+1. The plugin's own share of the Engine's start-up. SGLang 0.5.23 calls ``load_plugins()`` in
+   each of its three processes (the launcher, in ``Engine.__init__``; the scheduler and the
+   detokenizer, first thing in their spawned entry functions), and selects the platform
+   (``current_platform``) wherever it is first asked. The launcher script installs, in every one
+   of these processes (spawned processes re-run it as ``__mp_main__``), the timer of
+   ``_common.windows_module`` as ``bench_vllm_engine.py`` does: each outermost import of a
+   ``cardcage`` or ``cardcage_demo_cpu`` module, each call of demo-cpu's ``sglang.srt.platforms``
+   and ``sglang.srt.plugins`` entry points (``activate()`` and ``register()``, wrapped where
+   ``EntryPoint.load`` returns them: SGLang's selection and ``load_plugins_by_group`` both call
+   it), and cardcage's construction of the adapter class (the adapter module's ``__getattr__``,
+   which SGLang's ``pkgutil.resolve_name`` reaches). Windows nest; only the outermost is timed.
+   Their sum over all processes, against the launcher's start-up to ready (``import sglang``
+   plus ``sglang.Engine(...)`` until it returns: the scheduler has loaded the model and
+   allocated its KV cache), median of the per-launch shares: budget 1 %. SGLang's own modules
+   first imported inside a window are timed apart and left out, and the report checks that
+   SGLang's native side holds them too (the launcher's modules at ready, the scheduler's through
+   the probe below). The adapter's ``init_backend()`` (demo-cpu's thread set-up, then the kernel
+   install cardcage runs after it, in the scheduler when SGLang imports its model runner) is
+   timed the same way and reported beside it, as context: that is the plugin doing its device's
+   set-up, not loading. The footprint (per process: modules by package, bytecode KiB, ms) is
+   printed on every run.
+
+   As context, no budget (DESIGN §7: reported with its spread): the whole start-up with
+   demo-cpu selected against an equivalent native SGLang plugin selected. The native side is the
+   fixture ``cc-plat-sglang-native`` (its platform class on SGLang's ``SRTPlatform``, its AROUND
+   hook on ``get_device_memory_capacity`` through SGLang's registry) plus a generated
+   distribution whose platform adds to the fixture's class exactly what demo-cpu's class adds for
+   an Engine: SGLang's own ``CpuDeviceMixin`` (the fixture alone cannot size a KV cache: SGLang
+   asks an out-of-tree platform for ``get_device_total_memory()``, and the fixture has none) and
+   the same ``init_backend()`` thread set-up. Both sides pass the same Engine arguments and run
+   the same timer, which must find no window on the native side. Each launcher checks, in itself
+   and (through the probe below) in SGLang's scheduler process, that SGLang selected the side's
+   platform and applied its hook, attributed to its distribution, and that the hook ran.
 
 2. An AROUND hook's overhead per call on ``sglang.srt.layers.layernorm.RMSNorm.forward_native``,
    measured inside the scheduler process of a running Engine. SGLang 0.5.23's Llama calls its
@@ -42,21 +63,36 @@ SGLang is stubbed or patched; only the plugins on PYTHONPATH differ.
    ``engine.flush_cache()`` makes SGLang's scheduler run it, between requests. In the scheduler
    it records the last decode step's call of the model's final norm (the real module instance and
    its real input), then times alternating blocks of calls of that instance's bare method and of
-   its hooked one, as ``bench_sglang_host.py`` does: the overhead is the fastest hooked block
-   minus the fastest bare block, per call, in wall and CPU time (``time.thread_time_ns``). Both
-   sides run the same hook function inside SGLang's own wrapper (the probe checks it): cardcage
-   hands the hook over unchanged, so the ratio is expected at 1 and its distance from 1 is the
-   noise between two processes: these rows carry no budget. What a user pays is the next row,
-   the hook's cost per call times the calls of one decode step, as a share of the step.
+   its hooked one: the overhead is the fastest hooked block minus the fastest bare block, per
+   call, in wall and CPU time (``time.thread_time_ns``). Both sides run the same hook function
+   inside SGLang's own wrapper (the probe checks it): cardcage hands the hook over unchanged, so
+   the ratio is expected at 1 and its distance from 1 is the noise between two processes: these
+   rows carry no budget. What a user pays is the next row, the hook's cost per call times the
+   calls of one decode step, as a share of the step.
 
    As context, ``generate()``'s end-to-end time per token with the cardcage hook applied against
    the same Engine with the hook taken off (the original method back on the class and every
    instance's dispatch cache cleared, so SGLang resolves again), alternating; the generated text
    must be identical both ways, and the hook must not run while off.
 
+3. The kernel path: demo-cpu's ``rms_norm`` kernel (``cardcage_demo_cpu.kernels``) in SGLang's
+   SRT ``RMSNorm``, reached through cardcage (``cardcage.platforms.hosts.sglang.srt_kernels``:
+   demo-cpu selected by ``SGLANG_PLATFORM=demo_cpu``, then what SGLang's model runner does before
+   it builds a model, ``current_platform.init_backend()``: the vendor's ``init_backend()``, then
+   ``BaseFusedOp.register_oot_forward`` of cardcage's forward) against the same kernel registered
+   with SGLang's own API (``BaseFusedOp.register_oot_forward(RMSNorm, fn, key)``, ``fn(op, x,
+   residual=None, ...)`` calling the kernel as a native SGLang vendor writes it), in one process
+   without an Engine. SGLang resolves an op's forward on its first call and caches it on the
+   instance, so the bench builds and calls cardcage's op, then puts the native forward in the
+   registry's place and builds the native op. Both are called as the model calls them (the
+   module's ``__call__``, through ``BaseFusedOp.forward``) on 16 tokens x 4096 hidden, float32,
+   torch on one thread (``CARDCAGE_DEMO_CPU_THREADS=1``), in alternating blocks; demo-cpu's
+   kernel counter must grow by exactly the calls made: added time per call (fastest block against
+   fastest block) at most 1 us, and at most 1.02 x.
+
 Sides alternate ABAB, the order flipping every round; ratios are of medians within one run, with
-the spread of the per-round ratio. The start-up row is tens of seconds per sample and noisy on a
-shared 2-core machine, with few samples: read its spread. Benchmarks report, they do not gate:
+the spread of the per-round ratio. Engine start-ups are tens of seconds per sample and noisy on a
+shared 2-core machine, with few samples: read the spread. Benchmarks report, they do not gate:
 the exit code is 0 when a budget is missed, non-zero only when a check of what was measured
 fails.
 
@@ -65,31 +101,44 @@ fails.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _common import (
     ANCHOR_VERSION,
     AROUND_COUNTER_MODULE,
+    BACKEND_LABEL,
+    BLOCKS_MODULE,
     CARDCAGE_REGISTRY,
     SGLANG_REGISTRY,
     BenchError,
     Result,
+    alternating_rounds,
+    check_kernel_row,
     fastest_block_overheads,
+    footprint_lines,
     hook_plugin_source,
+    kernel_results,
+    make_model,
     parse_args,
     progress,
     quartiles,
+    read_windows,
+    repeated,
+    run_child,
+    startup_results,
+    startup_s,
     table,
+    verdicts,
+    windows_module,
+    write_json,
 )
 
 if TYPE_CHECKING:
@@ -98,7 +147,6 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 #: Where ``make_tiny_llama`` lives: the engine scenario's harness, shared rather than copied.
 ENGINE_SCENARIO = ROOT / "tests_integration" / "sglang_engine"
-BUDGET = 1.05
 DEVICE_MEMORY = "sglang.srt.utils.common.get_device_memory_capacity"
 HOOKED_OP = "sglang.srt.layers.layernorm.RMSNorm.forward_native"
 SCHEDULER_MODULE = "sglang.srt.managers.scheduler"
@@ -115,6 +163,10 @@ ENGINE_ARGS: dict[str, Any] = {
 }
 PROMPT = "w1 w2 w3"
 ENGINE_TIMEOUT_S = 420
+KERNEL_SHAPE = (16, 4096)
+ADAPTER_MODULE = "cardcage.platforms.hosts.sglang.adapter"
+#: SGLang's processes, by the titles SGLang gives them (``setproctitle``), and the launcher.
+PROCESSES = ("launcher", "scheduler", "detokenizer")
 
 
 @dataclass(frozen=True)
@@ -203,7 +255,7 @@ HOOK_PLUGINS = {
 # $CCBENCH_PROBE_IN, writes its answer to $CCBENCH_PROBE_OUT, and returns None (SGLang keeps
 # flush_cache's result). Registered only where SGLang imported its scheduler module already.
 PROBE_MODULE = f"""
-import gc, json, os, sys, time
+import gc, json, os, sys
 
 STATE = {{}}
 
@@ -252,6 +304,7 @@ def _report():
     ours = sys.modules.get("cardcage.hooks.registry")
     return {{
         "pid": os.getpid(),
+        "modules": sorted(sys.modules),
         "platform": [c.__module__ + "." + c.__qualname__ for c in type(current_platform).__mro__],
         "device_memory": _registry_entries({DEVICE_MEMORY!r}),
         "op": _registry_entries({HOOKED_OP!r}),
@@ -309,6 +362,7 @@ def _capture(on):
 def _time(blocks, calls):
     import torch
     import ccbench_hook_common
+    from ccbench_blocks import alternate
 
     norm, args, kwargs = STATE["input"]
     original, hooked_fn = _original()
@@ -322,17 +376,7 @@ def _time(blocks, calls):
             a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)
         ))
         before = ccbench_hook_common.CALLS[0]
-        wall = {{"bare": [], "hooked": []}}
-        cpu = {{"bare": [], "hooked": []}}
-        for block in range(blocks):
-            order = (("bare", bare), ("hooked", hooked))
-            for kind, call in order if block % 2 == 0 else order[::-1]:
-                c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-                for _ in range(calls):
-                    call(*args, **kwargs)
-                t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-                wall[kind].append((t1 - t0) / calls)
-                cpu[kind].append((c1 - c0) / calls)
+        wall, cpu = alternate({{"bare": bare, "hooked": hooked}}, args, kwargs, blocks, calls)
     return {{
         "wall": wall, "cpu": cpu, "same_output": same,
         "hook_calls": ccbench_hook_common.CALLS[0] - before,
@@ -373,7 +417,14 @@ def register():
 
 # The launcher: a user's script. Its config (argv[1], JSON) says what to do after start-up.
 LAUNCHER = f"""
-import json, os, sys, time
+import os
+
+if os.environ.get("CCBENCH_WINDOWS"):  # before anything else, in every SGLang process
+    import ccbench_windows
+
+    ccbench_windows.install()
+
+import json, sys, time
 from pathlib import Path
 
 SAMPLING = {{"temperature": 0, "ignore_eos": True}}
@@ -409,6 +460,20 @@ def launcher_hooks(target):
     }}
 
 
+def titles():
+    # SGLang's processes at ready, by the title SGLang set (sglang::scheduler..., ...).
+    import psutil
+
+    found = {{str(os.getpid()): "launcher"}}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            title = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        found[str(child.pid)] = title[:80]
+    return found
+
+
 def main():
     config = json.loads(sys.argv[1])
     start = time.perf_counter()
@@ -417,7 +482,13 @@ def main():
     imported = time.perf_counter()
     engine = sglang.Engine(model_path=config["model"], **config["engine_args"])
     ready = time.perf_counter()
-    report = {{"import_s": imported - start, "engine_s": ready - imported}}
+    report = {{
+        "import_s": imported - start,
+        "engine_s": ready - imported,
+        "ready_at": time.time(),
+        "modules": sorted(sys.modules),
+        "titles": titles(),
+    }}
     try:
         from sglang.srt.platforms import current_platform
         import importlib
@@ -495,6 +566,78 @@ if __name__ == "__main__":  # SGLang spawns its subprocesses: they re-import thi
 """
 
 
+# demo-cpu's windows in SGLang: its imports, its entry points in SGLang's two groups, the adapter
+# class cardcage builds when SGLang resolves the name activate() gave, and that class's
+# init_backend() (the vendor's, then cardcage's kernel install), reported apart.
+WINDOWS_MODULE = windows_module(
+    "sglang",
+    ("sglang.srt.platforms", "sglang.srt.plugins"),
+    {ADAPTER_MODULE: [("__getattr__", "adapter class")]},
+    {"adapter class": [("init_backend", BACKEND_LABEL)]},
+)
+
+# The kernel row: one process, no Engine. SGLANG_PLATFORM=demo_cpu, so SGLang's current_platform
+# is cardcage's adapter; its init_backend() is what SGLang's model runner calls before it builds a
+# model, and cardcage installs the kernels there.
+KERNEL_SCRIPT = f"""
+import json, sys
+
+from cardcage_demo_cpu.kernels import fused_add_rms_norm, rms_norm
+
+
+def native_rms_norm_forward(op, x, residual=None, post_residual_addition=None, **kwargs):
+    # What a native SGLang vendor registers: its kernel, on SGLang's op.
+    if residual is None:
+        return rms_norm(x, op.weight, op.variance_epsilon)
+    return fused_add_rms_norm(x, residual, op.weight, op.variance_epsilon)
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    import torch
+    from sglang.srt.platforms import current_platform
+
+    current_platform.init_backend()  # demo-cpu's, then cardcage's kernel install
+    from sglang.kernels.fused_op import BaseFusedOp
+    from sglang.srt.layers.layernorm import RMSNorm
+
+    from ccbench_blocks import time_kernel_ops
+
+    key = current_platform.get_dispatch_key_name()
+    registry = BaseFusedOp._oot_forward_registry.get(key, {{}})
+    cardcage_forward = registry.get(RMSNorm)
+    report = {{
+        "platform": [c.__module__ + "." + c.__qualname__ for c in type(current_platform).__mro__],
+        "threads": torch.get_num_threads(),
+        "key": key,
+        "cardcage_forward": getattr(cardcage_forward, "__module__", None),
+    }}
+    hidden = {KERNEL_SHAPE[1]}
+    torch.manual_seed(0)
+    weight = torch.randn(hidden)
+    x = torch.randn({KERNEL_SHAPE[0]}, hidden, dtype=torch.float32)
+    ours = RMSNorm(hidden)
+    with torch.no_grad():
+        ours.weight.copy_(weight)
+    with torch.inference_mode():
+        ours(x)  # SGLang resolves the op's forward on its first call and caches it
+        BaseFusedOp.register_oot_forward(RMSNorm, native_rms_norm_forward, key)
+        native = RMSNorm(hidden)
+        with torch.no_grad():
+            native.weight.copy_(weight)
+        native(x)
+        report["dispatch"] = [
+            getattr(op._forward_method, "__qualname__", repr(op._forward_method))
+            for op in (ours, native)
+        ]
+    report.update(time_kernel_ops(ours, native, x, config["blocks"], config["calls"]))
+    print("CCBENCH " + json.dumps(report), flush=True)
+
+
+main()
+"""
+
+
 @dataclass(frozen=True)
 class Settings:
     """How hard to measure; ``--quick`` trades precision for a short run."""
@@ -506,6 +649,9 @@ class Settings:
     hook_calls: int  # calls per block
     e2e_rounds: int  # generate() hook on / off pairs per hook-row Engine
     e2e_tokens: int  # tokens per timed generate()
+    kernel_rounds: int  # kernel row: fresh processes
+    kernel_blocks: int
+    kernel_calls: int
 
 
 # Short blocks (20 calls of a ~25 us op: half a millisecond), many of them: the fastest block is
@@ -513,17 +659,36 @@ class Settings:
 # Start-up rounds are even: the first Engine of a round measured 3-6 s slower than the second
 # (whichever side), so each side must go first equally often or the order decides the ratio.
 FULL = Settings(
-    warmups=2, rounds=4, hook_rounds=3, hook_blocks=2000, hook_calls=20, e2e_rounds=6, e2e_tokens=48
+    warmups=2,
+    rounds=4,
+    hook_rounds=3,
+    hook_blocks=2000,
+    hook_calls=20,
+    e2e_rounds=6,
+    e2e_tokens=48,
+    kernel_rounds=3,
+    kernel_blocks=2000,
+    kernel_calls=20,
 )
 QUICK = Settings(
-    warmups=1, rounds=1, hook_rounds=1, hook_blocks=400, hook_calls=20, e2e_rounds=2, e2e_tokens=24
+    warmups=1,
+    rounds=1,
+    hook_rounds=1,
+    hook_blocks=400,
+    hook_calls=20,
+    e2e_rounds=2,
+    e2e_tokens=24,
+    kernel_rounds=1,
+    kernel_blocks=300,
+    kernel_calls=20,
 )
 #: Tokens of the two generate() calls whose hook counts are compared: N and N + K.
 COUNT_TOKENS = (4, 12)
 
 
 def write_sites(scratch: Path) -> dict[str, Path]:
-    """The generated sites: the probe and hook module, each hook plugin, the native platform."""
+    """The generated sites: the probe with the harness modules (the window timer, the hook's
+    counter, the block timer), each hook plugin, the native platform; and the two scripts."""
     from cardcage.hooks.testing import write_distribution
 
     sites = {name: scratch / name for name in ("probe", "native-engine")}
@@ -531,7 +696,12 @@ def write_sites(scratch: Path) -> dict[str, Path]:
         sites["probe"],
         "ccbench-engine-probe",
         entry_points={"sglang.srt.plugins": {"ccbench_probe": "ccbench_engine_probe:register"}},
-        modules={"ccbench_engine_probe": PROBE_MODULE, "ccbench_hook_common": HOOK_MODULE},
+        modules={
+            "ccbench_engine_probe": PROBE_MODULE,
+            "ccbench_hook_common": HOOK_MODULE,
+            "ccbench_windows": WINDOWS_MODULE,
+            "ccbench_blocks": BLOCKS_MODULE,
+        },
     )
     write_distribution(
         sites["native-engine"],
@@ -552,13 +722,14 @@ def write_sites(scratch: Path) -> dict[str, Path]:
             entry_points={"sglang.srt.plugins": {HOOK_PLUGIN: "ccbench_hook_plugin:register"}},
             modules={"ccbench_hook_plugin": HOOK_PLUGINS[variant.key]},
         )
+    for name, source in (("ccbench_launcher.py", LAUNCHER), ("ccbench_kernel.py", KERNEL_SCRIPT)):
+        (scratch / name).write_text(source, encoding="utf-8")
     return sites
 
 
-def run_engine(
-    paths: Sequence[Path], platform_name: str, config: dict[str, Any], scratch: Path, what: str
-) -> dict[str, Any]:
-    """One fresh launcher with ``paths`` on PYTHONPATH: its report, or a loud failure."""
+def child_env(paths: Sequence[Path], platform_name: str, extra: dict[str, str]) -> dict[str, str]:
+    """This environment, offline, with ``paths`` on PYTHONPATH and ``platform_name`` selected,
+    and no other variable of SGLang's, cardcage's or the harness's."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -571,30 +742,32 @@ def run_engine(
             "SGLANG_PLATFORM": platform_name,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
-            "CCBENCH_PROBE_IN": str(scratch / "probe-in.json"),
-            "CCBENCH_PROBE_OUT": str(scratch / "probe-out.json"),
+            **extra,
         }
     )
-    launcher = scratch / "ccbench_launcher.py"
-    if not launcher.exists():
-        launcher.write_text(LAUNCHER, encoding="utf-8")
-    try:
-        done = subprocess.run(
-            [sys.executable, str(launcher), json.dumps(config)],
-            env=env,
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            timeout=ENGINE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BenchError(f"{what}: the Engine did not finish in {ENGINE_TIMEOUT_S} s") from exc
-    lines = [line for line in done.stdout.splitlines() if line.startswith("CCBENCH ")]
-    if done.returncode != 0 or not lines:
-        raise BenchError(f"{what}: the launcher failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(lines[-1].removeprefix("CCBENCH "))
-    return report
+    return env
+
+
+def run_engine(
+    paths: Sequence[Path],
+    platform_name: str,
+    config: dict[str, Any],
+    scratch: Path,
+    what: str,
+    extra: dict[str, str],
+) -> dict[str, Any]:
+    """One fresh launcher with ``paths`` on PYTHONPATH: its report, or a loud failure."""
+    env = child_env(
+        paths,
+        platform_name,
+        {
+            "CCBENCH_PROBE_IN": str(scratch / "probe-in.json"),
+            "CCBENCH_PROBE_OUT": str(scratch / "probe-out.json"),
+            **extra,
+        },
+    )
+    launcher = scratch / "sites" / "ccbench_launcher.py"
+    return run_child(launcher, config, env, scratch, what, ENGINE_TIMEOUT_S)
 
 
 def check(what: str, report: dict[str, Any], expected: dict[str, Any]) -> None:
@@ -610,10 +783,20 @@ def check(what: str, report: dict[str, Any], expected: dict[str, Any]) -> None:
         raise BenchError(f"{what}: not the expected work: {wrong} (expected {expected})")
 
 
+def role(title: str) -> str:
+    """SGLang's name of a process from its title: ``sglang::scheduler_TP0`` -> scheduler."""
+    if title == "launcher":
+        return title
+    name = title.removeprefix("sglang::").split()[0] if title.startswith("sglang::") else "?"
+    return name.split("_")[0]
+
+
 def run_startup(
-    sites: Path, generated: dict[str, Path], side: Side, model: Path, scratch: Path
-) -> dict[str, float]:
-    """One Engine start-up for ``side``: its timings, once checked."""
+    sites: Path, generated: dict[str, Path], side: Side, model: Path, scratch: Path, index: int
+) -> dict[str, Any]:
+    """One Engine start-up for ``side``, with the window timer in every process: its report,
+    once checked."""
+    what = f"start-up, {side.label}"
     paths = [*(sites / s if (sites / s).is_dir() else generated[s] for s in side.sites)]
     config = {
         "mode": "startup",
@@ -621,8 +804,15 @@ def run_startup(
         "engine_args": ENGINE_ARGS,
         "hook_module": side.hook_module,
     }
+    windows = scratch / f"windows-{index}"
+    windows.mkdir()
     report = run_engine(
-        [*paths, generated["probe"]], side.platform, config, scratch, f"start-up, {side.label}"
+        [*paths, generated["probe"]],
+        side.platform,
+        config,
+        scratch,
+        what,
+        {"CCBENCH_WINDOWS": str(windows)},
     )
     source = [list(side.hook_source)]
     # An instance of the side's class (demo-cpu's reaches SGLang through cardcage's adapter, a
@@ -631,7 +821,7 @@ def run_startup(
         found = report[where] if where in report else report["scheduler"]["platform"]
         report[where] = side.platform_class in found and "SRTPlatform" in str(found)
     check(
-        f"start-up, {side.label}",
+        what,
         report,
         {
             "version": ANCHOR_VERSION,
@@ -645,25 +835,53 @@ def run_startup(
     )
     # SGLang sizes device memory in the launcher: the side's hook ran there.
     if not report.get("launcher_hook_calls"):
-        raise BenchError(f"start-up, {side.label}: the side's hook never ran in the launcher")
+        raise BenchError(f"{what}: the side's hook never ran in the launcher")
     if report["scheduler"]["pid"] == os.getpid():
-        raise BenchError(f"start-up, {side.label}: the probe ran outside SGLang's scheduler")
-    return {"import_s": report["import_s"], "engine_s": report["engine_s"]}
+        raise BenchError(f"{what}: the probe ran outside SGLang's scheduler")
+    found_windows = read_windows(windows, report["ready_at"])
+    for window in found_windows:
+        window["role"] = role(report["titles"].get(str(window["pid"]), "?"))
+    report["windows"] = found_windows
+    if side is DEMO_CPU:
+        labels: dict[str, set[str]] = {}
+        for window in found_windows:
+            labels.setdefault(window["role"], set()).update(window["labels"])
+        general = "sglang.srt.plugins:demo_cpu()"
+        missing = [p for p in PROCESSES if general not in labels.get(p, ())]
+        if set(labels) != set(PROCESSES) or missing:
+            raise BenchError(
+                f"{what}: demo-cpu's general plugin did not run in SGLang's three processes "
+                f"({sorted(labels)}; missing in {missing})"
+            )
+        selecting = sorted(
+            p for p, got in labels.items() if "sglang.srt.platforms:demo_cpu()" in got
+        )
+        if "launcher" not in selecting or "scheduler" not in selecting:
+            raise BenchError(f"{what}: demo-cpu's activate() ran in {selecting} only")
+        report["selecting"] = selecting
+        backend = {w["role"] for w in found_windows if BACKEND_LABEL in w["labels"]}
+        if backend != {"scheduler"}:
+            raise BenchError(f"{what}: init_backend() ran in {sorted(backend)}, not the scheduler")
+    elif found_windows:
+        raise BenchError(f"{what}: cardcage was imported without demo-cpu: {found_windows[0]}")
+    return report
 
 
 def measure_startup(
     sites: Path, generated: dict[str, Path], model: Path, scratch: Path, settings: Settings
-) -> dict[str, list[dict[str, float]]]:
-    for index in range(settings.warmups):
-        side = SIDES[(index + 1) % len(SIDES)]  # the native side first: demo-cpu starts round 1
-        progress(f"start-up warm-up {index + 1}/{settings.warmups}: {side.label}")
-        run_startup(sites, generated, side, model, scratch)
-    samples: dict[str, list[dict[str, float]]] = {side.label: [] for side in SIDES}
+) -> dict[str, list[dict[str, Any]]]:
+    index = 0
+    for warmup in range(settings.warmups):
+        side = SIDES[(warmup + 1) % len(SIDES)]  # the native side first: demo-cpu starts round 1
+        progress(f"start-up warm-up {warmup + 1}/{settings.warmups}: {side.label}")
+        run_startup(sites, generated, side, model, scratch, index := index + 1)
+    samples: dict[str, list[dict[str, Any]]] = {side.label: [] for side in SIDES}
     for round_index in range(settings.rounds):
         order = SIDES if round_index % 2 == 0 else tuple(reversed(SIDES))
         for side in order:
             progress(f"start-up round {round_index + 1}/{settings.rounds}: {side.label}")
-            samples[side.label].append(run_startup(sites, generated, side, model, scratch))
+            report = run_startup(sites, generated, side, model, scratch, index := index + 1)
+            samples[side.label].append(report)
     return samples
 
 
@@ -692,7 +910,7 @@ def run_hook_engine(
         "e2e_tokens": settings.e2e_tokens,
     }
     what = f"hook row, {variant.label}"
-    report = run_engine(paths, NATIVE.platform, config, scratch, what)
+    report = run_engine(paths, NATIVE.platform, config, scratch, what, {})
     norms = report["norms"]
     report["scheduler_platform"] = NATIVE.platform_class in report["scheduler"]["platform"]
     check(
@@ -734,41 +952,58 @@ def run_hook_engine(
 def measure_hooks(
     sites: Path, generated: dict[str, Path], model: Path, scratch: Path, settings: Settings
 ) -> dict[str, list[dict[str, Any]]]:
-    samples: dict[str, list[dict[str, Any]]] = {v.key: [] for v in HOOK_VARIANTS}
-    for round_index in range(settings.hook_rounds):
-        order = HOOK_VARIANTS if round_index % 2 == 0 else tuple(reversed(HOOK_VARIANTS))
-        for variant in order:
-            progress(f"hook round {round_index + 1}/{settings.hook_rounds}: {variant.label}")
-            samples[variant.key].append(
-                run_hook_engine(sites, generated, variant, model, scratch, settings)
-            )
-    return samples
+    def run(variant: HookVariant) -> dict[str, Any]:
+        return run_hook_engine(sites, generated, variant, model, scratch, settings)
+
+    return alternating_rounds(HOOK_VARIANTS, settings.hook_rounds, "hook", run)
 
 
-def startup_results(samples: dict[str, list[dict[str, float]]]) -> list[Result]:
+def startup_rows(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
+    names = (
+        "demo-cpu's window in SGLang's 3 processes: imports, entry points, adapter",
+        "demo-cpu's init_backend() + kernel install in the scheduler (context)",
+        "start-up to ready: import sglang + sglang.Engine(...), demo-cpu (context)",
+    )
     ours, theirs = samples[DEMO_CPU.label], samples[NATIVE.label]
-    rows = [
-        ("Engine start-up to ready: import sglang + sglang.Engine(...)", ("import_s", "engine_s")),
-    ]
-    results = []
-    for name, keys in rows:
-        mine = [sum(s[k] for k in keys) * 1e3 for s in ours]
-        native = [sum(s[k] for k in keys) * 1e3 for s in theirs]
-        value, reference = statistics.median(mine), statistics.median(native)
-        results.append(
-            Result(
-                group="sglang engine",
-                name=name,
-                unit="ms",
-                value=value,
-                reference=reference,
-                reference_label=NATIVE.label,
-                ratio=value / reference,
-                budget=BUDGET,
-                spread=quartiles([m / n for m, n in zip(mine, native, strict=True)]),
+    return startup_results("sglang engine", names, ours, theirs, NATIVE.label)
+
+
+def footprint(samples: dict[str, list[dict[str, Any]]]) -> str:
+    """Per SGLang process: what demo-cpu's windows imported, the bytecode read and the time;
+    and whether SGLang's native side holds the SGLang modules imported inside them."""
+    ours, theirs = samples[DEMO_CPU.label], samples[NATIVE.label]
+    lines, host_modules = footprint_lines([r["windows"] for r in ours], lambda w: w["role"])
+    header = f"demo-cpu's footprint in SGLang's start-up (median of {len(ours)} launches):"
+    native_at_ready = {
+        "launcher": set(theirs[0]["modules"]),
+        "scheduler": set(theirs[0]["scheduler"]["modules"]),
+    }
+    for process in sorted(host_modules):
+        if not host_modules[process]:
+            continue
+        if process in native_at_ready:
+            missing = sorted(host_modules[process] - native_at_ready[process])
+            lines.append(
+                f"  {process}: SGLang modules imported apart that the native side's {process} "
+                "lacks at ready: " + (", ".join(missing) or "none")
             )
-        )
-    return results
+        else:
+            lines.append(
+                f"  {process}: SGLang modules imported apart, not checked (no snapshot of the "
+                f"native side's {process}): " + ", ".join(sorted(host_modules[process]))
+            )
+    beyond = sorted(
+        set(ours[0]["modules"])
+        - native_at_ready["launcher"]
+        - {n for w in ours[0]["windows"] if w["role"] == "launcher" for n in w["modules"]}
+    )
+    lines.append(
+        "  launcher at ready, beyond the native side's and outside demo-cpu's windows: "
+        + (", ".join(beyond) if beyond else "none")
+    )
+    selecting = ours[0]["selecting"]
+    lines.append(f"  demo-cpu's activate() ran in: {', '.join(selecting)}")
+    return "\n".join([header, *lines])
 
 
 def overheads(reports: list[dict[str, Any]], clock: str) -> list[float]:
@@ -863,25 +1098,37 @@ def hook_context(samples: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
-def startup_context(samples: dict[str, list[dict[str, float]]]) -> str:
-    lines = ["start-up samples, s (import sglang + Engine(...)):"]
+def startup_context(samples: dict[str, list[dict[str, Any]]]) -> str:
+    lines = ["start-up samples, s (import sglang + Engine(...)), in round order:"]
     for side in SIDES:
-        values = [s["import_s"] + s["engine_s"] for s in samples[side.label]]
+        values = [startup_s(r) for r in samples[side.label]]
         lines.append(f"  {side.label}: " + ", ".join(f"{v:.1f}" for v in values))
     return "\n".join(lines)
 
 
-def make_model(folder: Path) -> Path:
-    """The engine scenario's tiny random Llama, made in a fresh interpreter of this venv."""
-    code = (
-        f"import sys; sys.path.insert(0, {str(ENGINE_SCENARIO)!r}); "
-        "from pathlib import Path; from engine_scenario import make_tiny_llama; "
-        f"make_tiny_llama(Path({str(folder)!r}))"
+def run_kernel(sites: Path, generated: dict[str, Path], scratch: Path, s: Settings):
+    what = "kernel row"
+    env = child_env(
+        [generated["probe"], sites / "demo-cpu"],
+        DEMO_CPU.platform,
+        {"CARDCAGE_DEMO_CPU_THREADS": "1"},
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"could not make the tiny model:\n{done.stderr[-3000:]}")
-    return folder
+    config = {"blocks": s.kernel_blocks, "calls": s.kernel_calls}
+    script = scratch / "sites" / "ccbench_kernel.py"
+    report = run_child(script, config, env, scratch, what, ENGINE_TIMEOUT_S)
+    problems = []
+    if not report["platform"][0].startswith(ADAPTER_MODULE + ".") or (
+        DEMO_CPU.platform_class not in report["platform"]
+    ):
+        problems.append(f"platform {report['platform'][:2]}")
+    if report["threads"] != 1:
+        problems.append(f"init_backend() left torch {report['threads']} threads, not 1")
+    if report["cardcage_forward"] != "cardcage.platforms.hosts.sglang.srt_kernels":
+        problems.append(f"RMSNorm's out-of-tree forward came from {report['cardcage_forward']}")
+    if report["dispatch"] != ["cardcage_rms_norm_forward", "native_rms_norm_forward"]:
+        problems.append(f"dispatch {report['dispatch']}")
+    check_kernel_row(what, report, problems, s.kernel_blocks, s.kernel_calls)
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -901,22 +1148,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="cardcage-bench-engine-") as tmp:
             scratch = Path(tmp)
             generated = write_sites(scratch / "sites")
-            model = make_model(scratch / "tiny-llama")
+            model = make_model(ENGINE_SCENARIO, "engine_scenario", scratch / "tiny-llama")
+            progress(
+                f"kernel path: {settings.kernel_rounds} processes, {settings.kernel_blocks} "
+                f"blocks of {settings.kernel_calls} calls"
+            )
+            kernels = repeated(
+                settings.kernel_rounds,
+                "kernel round",
+                lambda: run_kernel(sites, generated, scratch, settings),
+            )
             progress(
                 f"Engine start-up: {settings.rounds} rounds of {len(SIDES)} fresh Engines "
                 f"after {settings.warmups} warm-up Engine(s)"
             )
             startup = measure_startup(sites, generated, model, scratch, settings)
-            results += startup_results(startup)
-            context.append(startup_context(startup))
             progress(
                 f"AROUND hook in the scheduler: {settings.hook_rounds} rounds of "
                 f"{len(HOOK_VARIANTS)} Engines, {settings.hook_blocks} blocks of "
                 f"{settings.hook_calls} calls, {settings.e2e_rounds} generate() pairs"
             )
             hooks = measure_hooks(sites, generated, model, scratch, settings)
+            results += startup_rows(startup)
             results += hook_results(hooks)
-            context.append(hook_context(hooks))
+            shape = f"{KERNEL_SHAPE[0]} x {KERNEL_SHAPE[1]} fp32"
+            results += kernel_results(
+                "sglang engine",
+                f"demo-cpu rms_norm via cardcage in SGLang's SRT RMSNorm ({shape})",
+                "register_oot_forward, native",
+                kernels,
+            )
+            context += [footprint(startup), startup_context(startup), hook_context(hooks)]
     except BenchError as exc:
         failure = str(exc)
     print()
@@ -925,25 +1187,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     for text in context:
         print(f"\n{text}")
     print(
-        "\nstart-up: value = demo-cpu selected, reference = the native SGLang plugin selected.\n"
+        "\nstart-up: value = demo-cpu's windows (ms), reference = start-up to ready; ratio = the\n"
+        "median per-launch share. Context row: demo-cpu against the native SGLang plugin.\n"
         "hook: value = cardcage plugin, reference = native plugin, each in its own Engine on the\n"
-        "native platform. ratio = value / reference; (25-75 %) is the per-round ratio's spread."
+        "native platform. kernel: value = through cardcage, reference = registered with SGLang's\n"
+        "own API. ratio = value / reference; (25-75 %) is the per-round ratio's spread."
     )
     elapsed = time.perf_counter() - started
     if failure:
         print(f"\nNOT MEASURED: {failure}")
     else:
+        print(f"\n{verdicts(results)}")
         missed = [r.name for r in results if r.verdict.startswith("MISS")]
         verdict = "budget missed: " + ", ".join(missed) if missed else "within budget"
         print(f"\n{verdict} ({elapsed:.0f} s)")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"results": [asdict(r) for r in results], "failure": failure, "seconds": elapsed},
-                indent=2,
-            ),
-            encoding="utf-8",
-        )
+    write_json(args.json, results, failure, elapsed)
     return 1 if failure else 0
 
 

