@@ -158,6 +158,9 @@ class KernelInstall:
 _lock = threading.Lock()
 _installs: list[KernelInstall] = []
 _installed_for: set[tuple[type, str]] = set()  # (platform class, host) already installed
+#: host -> whether a row's kernel is in effect now, for a host that is not a room of
+#: ``cardcage.platforms.hosts`` (cardcage's own runtimes, which core-platforms never imports).
+_checkers: dict[str, Callable[[KernelInstall], bool]] = {}
 
 
 def declared_kernels(cls: type) -> dict[str, str]:
@@ -186,16 +189,27 @@ def load_kernel(path: str) -> Callable[..., Any]:
 Installer = Callable[[dict[str, tuple[Callable[..., Any], KernelInstall]]], list[KernelInstall]]
 
 
-def install(vendor: type, host: str, release: str, installer: Installer) -> None:
+def install(
+    vendor: type,
+    host: str,
+    release: str,
+    installer: Installer,
+    *,
+    in_effect: Callable[[KernelInstall], bool] | None = None,
+) -> None:
     """Install the kernels the platform class ``vendor`` declares into ``host``'s ops, once per
     process and class.
 
     Called by the host's room right after the platform's ``init_backend()``, with the room's
-    ``installer``. An op cardcage does not know, or a kernel that does not import or cannot take
-    the op's parameters, gets one WARNING naming kernel, op, host, platform, distribution and
-    fix, and reaches no host op; so does a kernel the installer refuses.
+    ``installer``; a runtime that is no room of ``cardcage.platforms.hosts`` (cardcage's own) passes
+    ``in_effect``, which ``in_effect()`` then asks for its rows. An op cardcage does not know, or a
+    kernel that does not import or cannot take the op's parameters, gets one WARNING naming kernel,
+    op, host, platform, distribution and fix, and reaches no host op; so does a kernel the installer
+    refuses.
     """
     with _lock:
+        if in_effect is not None:
+            _checkers[host] = in_effect
         if (vendor, host) in _installed_for:
             return
         _installed_for.add((vendor, host))
@@ -335,7 +349,7 @@ def in_effect() -> list[dict[str, Any]]:
     for row in installed():
         effective = False
         if row.installed:
-            check = getattr(room(row.host), "kernel_in_effect", None)
+            check = _checkers.get(row.host) or getattr(room(row.host), "kernel_in_effect", None)
             effective = bool(check(row)) if callable(check) else False
         rows.append(
             {
