@@ -280,6 +280,17 @@ def assert_not_installed(session: nox.Session, *modules: str) -> None:
     session.run("python", "-c", code, silent=True)
 
 
+def install_ours(session: nox.Session, wheels: list[str], *extra: str) -> None:
+    """Install our ``wheels`` with ``extra`` requirements, ours anew in a venv reused with ``-r``.
+
+    Our wheels keep their version from build to build, so pip takes the copy an earlier run left
+    as already satisfied: a reused venv would test, or benchmark, yesterday's code.
+    """
+    session.install(*wheels, *extra)
+    if getattr(session.virtualenv, "reuse_existing", False):
+        session.install("--no-deps", "--force-reinstall", *wheels)
+
+
 def install_with_vendor_sites(
     session: nox.Session, core: list[Path], vendors: list[Path], *extra: str
 ) -> Path:
@@ -297,7 +308,7 @@ def install_with_vendor_sites(
             name = tomllib.load(handle)["project"]["name"]
         return by_project[name.replace("-", "_")]
 
-    session.install(*(wheel_of(p) for p in core), *extra)
+    install_ours(session, [wheel_of(p) for p in core], *extra)
     sites = Path(session.create_tmp()) / "sites"
     for project in vendors:
         session.run(
@@ -686,7 +697,7 @@ def scenario_sglang_engine(session: nox.Session) -> None:
     session.install("--no-deps", f"sglang=={ANCHOR_VERSION}")
     host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
     pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
-    session.install(*wheels, *PYTEST, *pins)
+    install_ours(session, wheels, *PYTEST, *pins)
     # Absolute: the test's SGLang processes run in their own folder, with this on PYTHONPATH.
     releases = Path(session.create_tmp()).resolve() / "sglang-engine-releases"
     for version in SGLANG_ENGINE_OLD_RELEASES:
