@@ -320,3 +320,109 @@ def test_its_rms_norm_kernel_is_reported_at_init_backend_with_the_identity_fix(
         "behaves_as = PlatformEnum.CPU",
     ):
         assert part in message, (part, message)
+
+
+# -- a vendor that declares op-table kernels ---------------------------------------------------
+
+KERNEL_VENDOR = """
+import torch
+from cardcage.diffusion.runtime.platforms.interface import Platform, PlatformEnum
+from cardcage.platforms.host import host_qualname
+
+CALLS = {}
+
+
+def rms_norm(x, weight, eps):
+    CALLS["rms_norm"] = CALLS.get("rms_norm", 0) + 1
+    x32 = x.to(torch.float32)
+    out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.to(torch.float32)
+    return out.to(x.dtype)
+
+
+def silu_and_mul(x):
+    CALLS["silu_and_mul"] = CALLS.get("silu_and_mul", 0) + 1
+    d = x.shape[-1] // 2
+    return torch.nn.functional.silu(x[..., :d]) * x[..., d:]
+
+
+class KernelCpuPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "kernel_cpu"
+    device_type = "cpu"
+    dispatch_key = "CPU"
+    behaves_as = PlatformEnum.CPU
+    kernels = {
+        "rms_norm": "cckernel_vendor:rms_norm",
+        "silu_and_mul": "cckernel_vendor:silu_and_mul",
+    }
+
+    def get_dispatch_key_name(self):
+        return "kernel_cpu"
+
+
+def activate():
+    return host_qualname("cckernel_vendor:KernelCpuPlatform")
+"""
+
+KERNEL_SCRIPT = (
+    START_UP
+    + """
+import torch
+from sglang.multimodal_gen.runtime.layers.activation import SiluAndMul
+from sglang.multimodal_gen.runtime.layers.layernorm import RMSNorm
+
+import cckernel_vendor
+from cardcage.platforms import kernels
+
+gen = torch.Generator().manual_seed(0)
+norm, silu = RMSNorm(64, eps=1e-5), SiluAndMul()
+with torch.no_grad():
+    norm.weight.copy_(torch.linspace(0.5, 1.5, 64))
+x = torch.randn(3, 64, generator=gen)
+report = {
+    "close": {
+        "rms_norm": torch.allclose(norm(x), norm.forward_native(x), atol=1e-5, rtol=1e-5),
+        "silu_and_mul": torch.allclose(silu(x), silu.forward_native(x)),
+    },
+    "calls": cckernel_vendor.CALLS,
+    "in_effect": kernels.in_effect(),
+    "warnings": records,
+}
+print(json.dumps(report))
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def declared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    site = tmp_path_factory.mktemp("kernel-site")
+    write_distribution(
+        site,
+        "cc-kernel-vendor",
+        entry_points={
+            "sglang.multimodal_gen.platforms": {"kernel_cpu": "cckernel_vendor:activate"}
+        },
+        modules={"cckernel_vendor": KERNEL_VENDOR},
+    )
+    return _run(KERNEL_SCRIPT, [str(site)], **{OVERRIDE: "kernel_cpu"})
+
+
+def test_kernels_a_diffusion_platform_declares_run_in_sglangs_diffusion_ops(
+    declared: dict[str, Any],
+) -> None:
+    # No register_oot_forward in the vendor's code: cardcage's adapter installed the declared
+    # kernels after init_backend(), and cardcage's registration handed them to SGLang's ops.
+    assert declared["close"] == {"rms_norm": True, "silu_and_mul": True}
+    assert declared["calls"] == {"rms_norm": 1, "silu_and_mul": 1}  # SGLang's ops called them
+    rows = {row["op"]: row for row in declared["in_effect"]}
+    assert set(rows) == {"rms_norm", "silu_and_mul"}
+    assert (rows["rms_norm"]["host"], rows["rms_norm"]["host_op"]) == ("sglang", SGLANG_RMS_NORM)
+    assert (rows["silu_and_mul"]["host"], rows["silu_and_mul"]["host_op"]) == (
+        "sglang",
+        SGLANG_SILU,
+    )
+    for row in rows.values():
+        assert row["in_effect"] is True, row
+        assert row["problem"] is None
+        assert row["mechanism"] == f"{SGLANG_LAYERS}.custom_op.CustomOp.register_oot_forward"
+    assert [w for w in declared["warnings"] if w["level"] == "WARNING"] == []

@@ -80,8 +80,13 @@ def kernel_targets(op: str) -> list[dict[str, str]]:
 
 
 def kernel_in_effect(row: Any) -> bool:
-    """Whether SGLang's op still dispatches to an installed kernel (``srt_kernels``); asked in
-    SGLang's own process by ``cardcage.platforms.kernels.in_effect()``."""
+    """Whether SGLang's op still dispatches to an installed kernel (an SRT op: ``srt_kernels``;
+    a diffusion op: ``ops``); asked in SGLang's own process by
+    ``cardcage.platforms.kernels.in_effect()``."""
+    if str(row.host_op).startswith("sglang.multimodal_gen."):
+        from .ops import kernel_in_effect as diffusion_check
+
+        return diffusion_check(row)
     from .srt_kernels import kernel_in_effect as check
 
     return check(row)

@@ -208,6 +208,12 @@ def build_adapter(cls: type) -> type:
             vendor: Any = cls
             inner = namespace.get("init_backend", vendor.init_backend)  # SGLang's, or the vendor's
             namespace["init_backend"] = _installing_kernels(inner, cls)
+    elif getattr(cls, "kernels", None) and callable(getattr(cls, "install_kernels", None)):
+        # A diffusion platform's kernels: its runtime installs them into its ops after
+        # init_backend(), and cardcage's register_oot_forward hands them to SGLang's.
+        diffusion: Any = cls
+        inner = namespace.get("init_backend", diffusion.init_backend)
+        namespace["init_backend"] = _then_installing(inner)
 
     # A declared identity (behaves_as): SGLang's predicates answer as that built-in's.
     namespace.update(_identity.identity_namespace(cls, host_base, vendor_names))
@@ -230,6 +236,18 @@ def _installing_kernels(inner: Any, vendor: type) -> Any:
         from .srt_kernels import install_for
 
         install_for(self, vendor)
+
+    init_backend.__doc__ = getattr(inner, "__doc__", None)
+    return init_backend
+
+
+def _then_installing(inner: Any) -> Any:
+    """``init_backend`` that runs ``inner``, then the platform's own ``install_kernels()`` (a
+    cardcage diffusion platform's: SGLang's diffusion workers call it before building ops)."""
+
+    def init_backend(self: Any) -> None:
+        inner(self)
+        self.install_kernels()
 
     init_backend.__doc__ = getattr(inner, "__doc__", None)
     return init_backend

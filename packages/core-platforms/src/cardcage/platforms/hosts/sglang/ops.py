@@ -50,6 +50,7 @@ __all__ = [
     "MAPPINGS",
     "OpMapping",
     "host_op",
+    "kernel_in_effect",
     "register_oot_forward",
     "selected_platform",
 ]
@@ -94,7 +95,23 @@ class OpMapping:
 
 #: This process's outcomes, in registration order.
 MAPPINGS: list[OpMapping] = []
+#: (SGLang op class "module.qualname", platform key) -> the function given to SGLang's registry.
+_HANDED: dict[tuple[str, str], Callable[..., Any]] = {}
 _lock = threading.Lock()
+
+
+def kernel_in_effect(row: Any) -> bool:
+    """Whether SGLang's diffusion op ``row.host_op`` still builds with what this process handed
+    it (the forward, or the argument adapter around it), under the key it was handed with."""
+    module, _, name = str(row.host_op).rpartition(".")
+    op_cls = getattr(sys.modules.get(module), name, None)
+    custom_op = sys.modules.get(_CUSTOM_OP)
+    if op_cls is None or custom_op is None:
+        return False
+    registry = custom_op.CustomOp._oot_forward_registry
+    with _lock:
+        handed = [(key, fn) for (op, key), fn in _HANDED.items() if op == row.host_op]
+    return any(registry.get(key, {}).get(op_cls) is fn for key, fn in handed)
 
 
 def _qualified(obj: Any) -> str:
@@ -291,6 +308,7 @@ def register_oot_forward(op_cls: type, *, fn: Callable[..., Any], platform_key: 
     base.register_oot_forward(sglang_cls, fn=forward, platform_key=platform_key)
     with _lock:
         MAPPINGS.append(OpMapping(_qualified(op_cls), kernel, platform_key, _qualified(sglang_cls)))
+        _HANDED[(_qualified(sglang_cls), platform_key)] = forward
     logger.debug(
         "register_oot_forward: kernel %s runs in SGLang's %s under key %r (%s)",
         kernel,

@@ -69,4 +69,12 @@ def initialize_current_platform() -> None:
     ``PhaseFailedError`` chained to the original error. A re-entrant call from inside
     ``init_backend()`` returns at once.
     """
-    _state.backend.run(lambda: get_current_platform().init_backend())
+    _state.backend.run(_init_backend_and_kernels)
+
+
+def _init_backend_and_kernels() -> None:
+    platform = get_current_platform()
+    platform.init_backend()
+    install = getattr(platform, "install_kernels", None)  # a platform not on our base lacks it
+    if callable(install):
+        install()

@@ -162,6 +162,18 @@ class Platform(DeviceMixin):
     def init_backend(self) -> None:
         """One-time backend set-up per worker (custom-op forwards go here); raising aborts."""
 
+    def install_kernels(self) -> None:
+        """Install the kernels this platform's class declares (its ``kernels`` mapping, op name
+        to dotted path: ``cardcage.platforms.kernels``) into the diffusion ops.
+
+        The runtime calls it right after ``init_backend()`` (cardcage's in
+        ``initialize_current_platform()``, SGLang's through cardcage's adapter): a vendor
+        declares kernels and never calls this.
+        """
+        from cardcage.diffusion.runtime.layers.kernels import install_for
+
+        install_for(self)
+
     def apply_server_args_defaults(self, server_args: Any) -> None:
         """Apply defaults before argument normalization and validation."""
 
