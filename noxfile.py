@@ -966,8 +966,9 @@ def bench_sglang_engine(session: nox.Session) -> None:
     The venv is scenario-sglang-engine's (SGLang's wheel with ``--no-deps``, ``SGLANG_HOST_PINS``
     less torch and triton, ``SGLANG_ENGINE_PINS``, core-hooks and core-platforms); demo-cpu and
     the native fixture each go into a ``--target`` site under ``$CC_BENCH_SITES``, and each
-    Engine gets only its side's site on PYTHONPATH. ``nox -s bench`` runs it last; about 10
-    minutes on 2 cores (``-- --quick``: about 4). Keep the venv with ``-r``: it is 6 GB.
+    Engine gets only its side's site on PYTHONPATH. ``nox -s bench`` runs it last; about 13
+    minutes on a loaded 2-core machine (``-- --quick``: about 4). Keep the venv with ``-r``: it
+    is 6 GB.
     """
     host = [p for p in SGLANG_HOST_PINS if not p.startswith(("torch==", "triton=="))]
     pins = dict.fromkeys([*host, *SGLANG_ENGINE_PINS])  # one resolve, no duplicates
