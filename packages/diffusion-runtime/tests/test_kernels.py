@@ -170,3 +170,27 @@ def test_a_platform_without_kernels_registers_nothing() -> None:
     set_current_platform(_Plain())
     initialize_current_platform()
     assert CustomOp._oot_forward_registry == {}
+
+
+class DeclaringPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "acme"
+    device_type = "acme"
+    kernels: ClassVar[dict[str, str]] = {"rms_norm": "kernel_support:rms_norm"}
+
+
+def test_cardcage_hooks_lists_a_diffusion_kernel_with_the_diffusion_ops_it_is_meant_for() -> None:
+    # What `cardcage hooks` and `doctor` print for a selected diffusion platform: the diffusion
+    # ops of cardcage's runtime and SGLang's, never the SRT or vLLM ops of the same name.
+    from cardcage.diffusion.runtime.layers import kernels as diffusion_kernels
+    from cardcage.platforms.diagnostics.hooks import kernel_rows
+    from cardcage.platforms.hosts.sglang.releases import RELEASES
+
+    (row,) = kernel_rows(f"{__name__}:DeclaringPlatform")
+    assert (row.op, row.status) == ("rms_norm", "registered")
+    with_diffusion = [r.version for r in RELEASES if r.diffusion_plugins]
+    assert [(t.host, t.host_op, t.mechanism) for t in row.targets] == [
+        ("cardcage", f"{ROOM}.layernorm.RMSNorm", diffusion_kernels.MECHANISM),
+        ("sglang", diffusion_kernels.SGLANG_OPS["rms_norm"], diffusion_kernels.SGLANG_MECHANISM),
+    ]
+    assert row.targets[1].releases == f"{with_diffusion[0]} - {with_diffusion[-1]}"

@@ -294,13 +294,21 @@ def kernel_rows(qualname: str | None) -> tuple[KernelRow, ...]:
         cls = pkgutil.resolve_name(qualname)
     except Exception:
         return ()
+    # A platform class that knows its runtime's ops (a diffusion platform's) answers itself;
+    # an SRT platform's kernels go where the host rooms map them.
+    own = getattr(cls, "kernel_targets", None)
     rows = []
     for op, path in declared_kernels(cls).items():
-        targets = [
-            KernelTarget(**target)
-            for host in hosts.ROOMS
-            for target in getattr(hosts.room(host), "kernel_targets", lambda _op: [])(op)
-        ]
+        found = (
+            own(op)
+            if callable(own)
+            else [
+                target
+                for host in hosts.ROOMS
+                for target in getattr(hosts.room(host), "kernel_targets", lambda _op: [])(op)
+            ]
+        )
+        targets = [KernelTarget(**target) for target in found]
         status = "registered" if op in OPS else "unknown-op"
         rows.append(KernelRow(op, path, qualname, status, tuple(targets)))
     return tuple(rows)

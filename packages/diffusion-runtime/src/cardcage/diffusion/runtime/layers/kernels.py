@@ -26,7 +26,14 @@ from typing import Any
 
 from cardcage.platforms.kernels import KernelInstall, install, installed_row, refused_row
 
-__all__ = ["DIFFUSION_OPS", "HOST", "install_for", "kernel_in_effect"]
+__all__ = [
+    "DIFFUSION_OPS",
+    "HOST",
+    "SGLANG_OPS",
+    "install_for",
+    "kernel_in_effect",
+    "kernel_targets",
+]
 
 #: The rows' host when cardcage's own diffusion runtime runs the platform.
 HOST = "cardcage"
@@ -40,9 +47,45 @@ DIFFUSION_OPS: dict[str, str] = {
     "silu_and_mul": "cardcage.diffusion.runtime.layers.activation:SiluAndMul",
 }
 
+#: cardcage op -> SGLang's diffusion op class that cardcage's hand-off gives the forward to.
+SGLANG_OPS: dict[str, str] = {
+    "rms_norm": "sglang.multimodal_gen.runtime.layers.layernorm.RMSNorm",
+    "fused_add_rms_norm": "sglang.multimodal_gen.runtime.layers.layernorm.RMSNorm",
+    "silu_and_mul": "sglang.multimodal_gen.runtime.layers.activation.SiluAndMul",
+}
+
 _Usable = dict[str, tuple[Callable[..., Any], KernelInstall]]
 #: (op class "module.Class", dispatch key) -> the forward registered for it in this process.
 _FORWARDS: dict[tuple[str, str], Callable[..., Any]] = {}
+
+
+def kernel_targets(op: str) -> list[dict[str, str]]:
+    """Where a diffusion platform's kernel for ``op`` runs, per runtime (data only: neither
+    torch nor SGLang is imported), as ``cardcage hooks`` and ``doctor`` list them."""
+    target = DIFFUSION_OPS.get(op)
+    if target is None:
+        return []
+    from cardcage.platforms.hosts.sglang.releases import RELEASES
+
+    rows = [
+        {
+            "host": HOST,
+            "releases": f"cardcage-diffusion-runtime {_version('cardcage-diffusion-runtime')}",
+            "host_op": target.replace(":", "."),
+            "mechanism": MECHANISM,
+        }
+    ]
+    versions = [release.version for release in RELEASES if release.diffusion_plugins]
+    if versions:
+        rows.append(
+            {
+                "host": "sglang",
+                "releases": f"{versions[0]} - {versions[-1]}",
+                "host_op": SGLANG_OPS[op],
+                "mechanism": SGLANG_MECHANISM,
+            }
+        )
+    return rows
 
 
 def _declaring_class(platform: Any) -> type | None:

@@ -174,6 +174,14 @@ class Platform(DeviceMixin):
 
         install_for(self)
 
+    @classmethod
+    def kernel_targets(cls, op: str) -> list[dict[str, str]]:
+        """Where a kernel this class declares for ``op`` runs: each runtime's diffusion op class
+        and mechanism, per range of releases (data; ``cardcage hooks`` and ``doctor`` list it)."""
+        from cardcage.diffusion.runtime.layers.kernels import kernel_targets
+
+        return kernel_targets(op)
+
     def apply_server_args_defaults(self, server_args: Any) -> None:
         """Apply defaults before argument normalization and validation."""
 
