@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Iterator
+from importlib import metadata
 from typing import Any, ClassVar
 
 import kernel_support
@@ -193,4 +194,6 @@ def test_cardcage_hooks_lists_a_diffusion_kernel_with_the_diffusion_ops_it_is_me
         ("cardcage", f"{ROOM}.layernorm.RMSNorm", diffusion_kernels.MECHANISM),
         ("sglang", diffusion_kernels.SGLANG_OPS["rms_norm"], diffusion_kernels.SGLANG_MECHANISM),
     ]
+    ours = metadata.version("cardcage-diffusion-runtime")
+    assert row.targets[0].releases == f"{ours} - {ours}"
     assert row.targets[1].releases == f"{with_diffusion[0]} - {with_diffusion[-1]}"

@@ -67,10 +67,11 @@ def kernel_targets(op: str) -> list[dict[str, str]]:
         return []
     from cardcage.platforms.hosts.sglang.releases import RELEASES
 
+    ours = _version("cardcage-diffusion-runtime")
     rows = [
         {
             "host": HOST,
-            "releases": f"cardcage-diffusion-runtime {_version('cardcage-diffusion-runtime')}",
+            "releases": f"{ours} - {ours}",
             "host_op": target.replace(":", "."),
             "mechanism": MECHANISM,
         }
