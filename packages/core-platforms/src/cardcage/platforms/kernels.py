@@ -37,6 +37,8 @@ __all__ = [
     "Installer",
     "KernelInstall",
     "OpSpec",
+    "Usable",
+    "by_host_op",
     "declared_kernels",
     "in_effect",
     "install",
@@ -184,9 +186,35 @@ def load_kernel(path: str) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
-#: What a host's room gives ``install``: the kernels that load and fit, op -> (function, the
-#: row to fill in), and it returns one row per (op, host op) it tried.
-Installer = Callable[[dict[str, tuple[Callable[..., Any], KernelInstall]]], list[KernelInstall]]
+#: The kernels that load and fit, as ``install`` hands them to a room: op -> (function, the row
+#: to fill in).
+Usable = dict[str, tuple[Callable[..., Any], KernelInstall]]
+#: What a host's room gives ``install``: it takes the usable kernels and returns one row per
+#: (op, host op) it tried.
+Installer = Callable[[Usable], list[KernelInstall]]
+
+
+def by_host_op(
+    usable: Usable, targets: Mapping[str, str], host: str
+) -> tuple[list[KernelInstall], dict[str, Usable]]:
+    """``usable`` split by the host op class ``targets`` maps each op to ("module:Class"), and
+    a refused row for each op the host has no class for (``host`` names it in the message)."""
+    refused: list[KernelInstall] = []
+    by_class: dict[str, Usable] = {}
+    for op, entry in usable.items():
+        target = targets.get(op)
+        if target is None:
+            refused.append(
+                refused_row(
+                    entry[1],
+                    f"{host} has no op cardcage maps it to (cardcage maps "
+                    f"{', '.join(sorted(targets))}). It still runs wherever another host maps "
+                    "it; nothing to fix there.",
+                )
+            )
+        else:
+            by_class.setdefault(target, {})[op] = entry
+    return refused, by_class
 
 
 def install(

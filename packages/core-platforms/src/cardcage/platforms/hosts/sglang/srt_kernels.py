@@ -33,6 +33,8 @@ from typing import Any
 
 from cardcage.platforms.kernels import (
     KernelInstall,
+    Usable,
+    by_host_op,
     install,
     installed_row,
     layer_norm_in,
@@ -50,9 +52,6 @@ SRT_OPS: dict[str, str] = {
     "rotary_embedding": "sglang.srt.layers.rotary_embedding.base:RotaryEmbedding",
 }
 
-#: The kernels that load and fit, as ``cardcage.platforms.kernels.install`` hands them over:
-#: op -> (function, the row to fill in).
-_Usable = dict[str, tuple[Callable[..., Any], KernelInstall]]
 
 #: SGLang op class ("module.Class") -> the forward registered for it in this process.
 _FORWARDS: dict[str, Callable[..., Any]] = {}
@@ -95,28 +94,14 @@ def install_for(platform: Any, vendor: type) -> None:
     release = running_release()
     key = platform.get_dispatch_key_name()
 
-    def installer(usable: _Usable) -> list[KernelInstall]:
+    def installer(usable: Usable) -> list[KernelInstall]:
         return _install(usable, release.fused_op_base, key)
 
     install(vendor, "sglang", release.version, installer)
 
 
-def _install(usable: _Usable, base_path: str, key: str) -> list[KernelInstall]:
-    rows: list[KernelInstall] = []
-    by_class: dict[str, _Usable] = {}
-    for op, entry in usable.items():
-        target = SRT_OPS.get(op)
-        if target is None:
-            rows.append(
-                refused_row(
-                    entry[1],
-                    "SGLang's SRT has no op cardcage maps it to (cardcage maps "
-                    f"{', '.join(sorted(SRT_OPS))}). It still runs wherever another host maps "
-                    "it; nothing to fix for SGLang.",
-                )
-            )
-        else:
-            by_class.setdefault(target, {})[op] = entry
+def _install(usable: Usable, base_path: str, key: str) -> list[KernelInstall]:
+    rows, by_class = by_host_op(usable, SRT_OPS, "SGLang's SRT")
     mechanism = f"{base_path.replace(':', '.')}.register_oot_forward"
     try:
         base = _resolve(base_path)
@@ -134,7 +119,7 @@ def _install_class(
     base: Any,
     key: str,
     target: str,
-    ops: _Usable,
+    ops: Usable,
     mechanism: str,
 ) -> list[KernelInstall]:
     """Register one forward for the SGLang op class ``target`` that runs ``ops``' kernels."""

@@ -31,6 +31,8 @@ from typing import Any
 
 from cardcage.platforms.kernels import (
     KernelInstall,
+    Usable,
+    by_host_op,
     install,
     installed_row,
     layer_norm_in,
@@ -51,7 +53,6 @@ VLLM_OPS: dict[str, str] = {
     "rotary_embedding": "vllm.model_executor.layers.rotary_embedding.base:RotaryEmbedding",
 }
 
-_Usable = dict[str, tuple[Callable[..., Any], KernelInstall]]
 #: vLLM op class ("module.Class") -> the replacement registered for it in this process.
 _REPLACEMENTS: dict[str, type] = {}
 
@@ -90,29 +91,15 @@ def install_for(vendor: type) -> None:
     install(vendor, "vllm", version or "unknown", _install)
 
 
-def _install(usable: _Usable) -> list[KernelInstall]:
-    rows: list[KernelInstall] = []
-    by_class: dict[str, _Usable] = {}
-    for op, entry in usable.items():
-        target = VLLM_OPS.get(op)
-        if target is None:
-            rows.append(
-                refused_row(
-                    entry[1],
-                    "vLLM has no op cardcage maps it to (cardcage maps "
-                    f"{', '.join(sorted(VLLM_OPS))}). It still runs wherever another host maps "
-                    "it; nothing to fix for vLLM.",
-                )
-            )
-        else:
-            by_class.setdefault(target, {})[op] = entry
+def _install(usable: Usable) -> list[KernelInstall]:
+    rows, by_class = by_host_op(usable, VLLM_OPS, "vLLM")
     registry = importlib.import_module(CUSTOM_OP).op_registry_oot
     for target, ops in by_class.items():
         rows += _install_class(registry, target, ops)
     return rows
 
 
-def _install_class(registry: dict[str, type], target: str, ops: _Usable) -> list[KernelInstall]:
+def _install_class(registry: dict[str, type], target: str, ops: Usable) -> list[KernelInstall]:
     host_op = target.replace(":", ".")
     try:
         op_cls = _resolve(target)

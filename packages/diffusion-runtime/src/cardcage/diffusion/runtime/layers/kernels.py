@@ -24,7 +24,14 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from cardcage.platforms.kernels import KernelInstall, install, installed_row, refused_row
+from cardcage.platforms.kernels import (
+    KernelInstall,
+    Usable,
+    by_host_op,
+    install,
+    installed_row,
+    refused_row,
+)
 
 __all__ = [
     "DIFFUSION_OPS",
@@ -54,7 +61,6 @@ SGLANG_OPS: dict[str, str] = {
     "silu_and_mul": "sglang.multimodal_gen.runtime.layers.activation.SiluAndMul",
 }
 
-_Usable = dict[str, tuple[Callable[..., Any], KernelInstall]]
 #: (op class "module.Class", dispatch key) -> the forward registered for it in this process.
 _FORWARDS: dict[tuple[str, str], Callable[..., Any]] = {}
 
@@ -118,30 +124,16 @@ def install_for(platform: Any) -> None:
     under_sglang = announced() == "sglang"
     release = _version("sglang") if under_sglang else _version("cardcage-diffusion-runtime")
 
-    def installer(usable: _Usable) -> list[KernelInstall]:
+    def installer(usable: Usable) -> list[KernelInstall]:
         return _install(usable, key, under_sglang)
 
     install(vendor, HOST, release, installer, in_effect=kernel_in_effect)
 
 
-def _install(usable: _Usable, key: str, under_sglang: bool) -> list[KernelInstall]:
+def _install(usable: Usable, key: str, under_sglang: bool) -> list[KernelInstall]:
     from cardcage.diffusion.runtime.layers.custom_op import CustomOp
 
-    rows: list[KernelInstall] = []
-    by_class: dict[str, _Usable] = {}
-    for op, entry in usable.items():
-        target = DIFFUSION_OPS.get(op)
-        if target is None:
-            rows.append(
-                refused_row(
-                    entry[1],
-                    "the diffusion runtimes have no op cardcage maps it to (cardcage maps "
-                    f"{', '.join(sorted(DIFFUSION_OPS))}). It still runs wherever another host "
-                    "maps it; nothing to fix for diffusion.",
-                )
-            )
-        else:
-            by_class.setdefault(target, {})[op] = entry
+    rows, by_class = by_host_op(usable, DIFFUSION_OPS, "The diffusion runtimes")
     for target, ops in by_class.items():
         module, _, name = target.partition(":")
         op_cls = getattr(importlib.import_module(module), name)
@@ -162,7 +154,7 @@ def _install(usable: _Usable, key: str, under_sglang: bool) -> list[KernelInstal
 
 
 def _register(
-    custom_op: Any, op_cls: type, host_op: str, key: str, ops: _Usable, under_sglang: bool
+    custom_op: Any, op_cls: type, host_op: str, key: str, ops: Usable, under_sglang: bool
 ) -> list[KernelInstall]:
     """Register one forward for ``op_cls`` that runs ``ops``' kernels; under SGLang, the rows
     follow the forward to SGLang's op, where cardcage's hand-off took it."""
