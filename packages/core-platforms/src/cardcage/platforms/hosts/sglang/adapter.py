@@ -44,6 +44,7 @@ from __future__ import annotations
 import enum
 import importlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from cardcage.hooks.log import get_logger
@@ -205,15 +206,11 @@ def build_adapter(cls: type) -> type:
 
         namespace.update(compat.release_names(releases.running_release(), cls, vendor_names))
         if getattr(cls, "kernels", None):  # the vendor's kernels, into SGLang's SRT ops
-            vendor: Any = cls
-            inner = namespace.get("init_backend", vendor.init_backend)  # SGLang's, or the vendor's
-            namespace["init_backend"] = _installing_kernels(inner, cls)
+            namespace["init_backend"] = _then(_init_backend(namespace, cls), _srt_kernels(cls))
     elif getattr(cls, "kernels", None) and callable(getattr(cls, "install_kernels", None)):
         # A diffusion platform's kernels: its runtime installs them into its ops after
         # init_backend(), and cardcage's register_oot_forward hands them to SGLang's.
-        diffusion: Any = cls
-        inner = namespace.get("init_backend", diffusion.init_backend)
-        namespace["init_backend"] = _then_installing(inner)
+        namespace["init_backend"] = _then(_init_backend(namespace, cls), _diffusion_kernels)
 
     # A declared identity (behaves_as): SGLang's predicates answer as that built-in's.
     namespace.update(_identity.identity_namespace(cls, host_base, vendor_names))
@@ -226,31 +223,41 @@ def build_adapter(cls: type) -> type:
     return adapter
 
 
-def _installing_kernels(inner: Any, vendor: type) -> Any:
-    """``init_backend`` that runs ``inner`` (the vendor's, else SGLang's), then installs the
-    kernels ``vendor`` declares into SGLang's SRT ops: SGLang calls it in each scheduler process
-    before it builds the model, so every op built afterwards dispatches to them."""
+def _init_backend(namespace: dict[str, Any], cls: type) -> Any:
+    """The ``init_backend`` the adapter has so far: SGLang's (already in ``namespace``), or the
+    vendor's."""
+    vendor: Any = cls
+    return namespace.get("init_backend", vendor.init_backend)
+
+
+def _then(inner: Any, after: Callable[[Any], None]) -> Any:
+    """``init_backend`` that runs ``inner`` (the vendor's, else SGLang's), then ``after``: SGLang
+    calls it in each worker before it builds the model, so every op built afterwards dispatches
+    to the kernels ``after`` installs."""
 
     def init_backend(self: Any) -> None:
         inner(self)
+        after(self)
+
+    init_backend.__doc__ = getattr(inner, "__doc__", None)
+    return init_backend
+
+
+def _srt_kernels(vendor: type) -> Callable[[Any], None]:
+    """Install the kernels ``vendor`` declares into SGLang's SRT ops."""
+
+    def install(platform: Any) -> None:
         from .srt_kernels import install_for
 
-        install_for(self, vendor)
+        install_for(platform, vendor)
 
-    init_backend.__doc__ = getattr(inner, "__doc__", None)
-    return init_backend
+    return install
 
 
-def _then_installing(inner: Any) -> Any:
-    """``init_backend`` that runs ``inner``, then the platform's own ``install_kernels()`` (a
-    cardcage diffusion platform's: SGLang's diffusion workers call it before building ops)."""
-
-    def init_backend(self: Any) -> None:
-        inner(self)
-        self.install_kernels()
-
-    init_backend.__doc__ = getattr(inner, "__doc__", None)
-    return init_backend
+def _diffusion_kernels(platform: Any) -> None:
+    """A cardcage diffusion platform's own ``install_kernels()``: into its runtime's ops, which
+    hand them to SGLang's."""
+    platform.install_kernels()
 
 
 def _raw_attribute(cls: type, name: str) -> Any:

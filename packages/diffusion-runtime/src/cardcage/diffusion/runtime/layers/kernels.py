@@ -71,9 +71,9 @@ def kernel_targets(op: str) -> list[dict[str, str]]:
     target = DIFFUSION_OPS.get(op)
     if target is None:
         return []
+    from cardcage.diffusion import __version__ as ours
     from cardcage.platforms.hosts.sglang.releases import RELEASES
 
-    ours = _version("cardcage-diffusion-runtime")
     rows = [
         {
             "host": HOST,
@@ -103,15 +103,6 @@ def _declaring_class(platform: Any) -> type | None:
     return None
 
 
-def _version(distribution: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def install_for(platform: Any) -> None:
     """Install the kernels ``platform``'s class declares into the diffusion ops; once per
     process and class."""
@@ -122,7 +113,12 @@ def install_for(platform: Any) -> None:
 
     key = str(platform.get_dispatch_key_name()).strip()
     under_sglang = announced() == "sglang"
-    release = _version("sglang") if under_sglang else _version("cardcage-diffusion-runtime")
+    if under_sglang:
+        from cardcage.platforms.hosts.sglang.releases import running_release
+
+        release = running_release().version  # as the SRT rows name it
+    else:
+        from cardcage.diffusion import __version__ as release
 
     def installer(usable: Usable) -> list[KernelInstall]:
         return _install(usable, key, under_sglang)
@@ -157,30 +153,27 @@ def _register(
     custom_op: Any, op_cls: type, host_op: str, key: str, ops: Usable, under_sglang: bool
 ) -> list[KernelInstall]:
     """Register one forward for ``op_cls`` that runs ``ops``' kernels; under SGLang, the rows
-    follow the forward to SGLang's op, where cardcage's hand-off took it."""
+    follow the forward to SGLang's op, where cardcage's hand-off took it (a hand-off that
+    failed was reported by cardcage's SGLang room)."""
     kernels = {op: fn for op, (fn, _) in ops.items()}
     forward = _FORWARD_BUILDERS[op_cls.__name__](kernels)
-    handed: list[Any] = []
-    if under_sglang:
-        from cardcage.platforms.hosts.sglang import ops as sglang_ops
-
-        before = len(sglang_ops.MAPPINGS)
-        custom_op.register_oot_forward(op_cls, fn=forward, platform_key=key)
-        handed = sglang_ops.MAPPINGS[before:]
-    else:
-        custom_op.register_oot_forward(op_cls, fn=forward, platform_key=key)
-    _FORWARDS[(host_op, key)] = forward
     if not under_sglang:
+        custom_op.register_oot_forward(op_cls, fn=forward, platform_key=key)
+        _FORWARDS[(host_op, key)] = forward
         return [installed_row(t, host_op, MECHANISM) for _, t in ops.values()]
     from dataclasses import replace
 
-    rows = []
-    for mapping in handed:  # a failed hand-off was reported by cardcage's SGLang room
-        if mapping.host_op is not None:
-            for _, template in ops.values():
-                sglang_row = replace(template, host="sglang")
-                rows.append(installed_row(sglang_row, mapping.host_op, SGLANG_MECHANISM))
-    return rows
+    from cardcage.platforms.hosts.sglang.ops import MAPPINGS
+
+    before = len(MAPPINGS)
+    custom_op.register_oot_forward(op_cls, fn=forward, platform_key=key)
+    _FORWARDS[(host_op, key)] = forward
+    return [
+        installed_row(replace(template, host="sglang"), mapping.host_op, SGLANG_MECHANISM)
+        for mapping in MAPPINGS[before:]
+        if mapping.host_op is not None
+        for _, template in ops.values()
+    ]
 
 
 def _rms_norm_forward(kernels: dict[str, Callable[..., Any]]) -> Callable[..., Any]:
