@@ -32,6 +32,8 @@ class Result:
 
     ``budget`` bounds the ratio; ``limit`` (used instead) bounds the value itself, for counts
     such as "one metadata scan". ``percent``: the ratio is a share, printed as a percentage.
+    ``noise``: the same row's ratio between two identical subjects in the same run (an A/A
+    pair), for a budget of about 1.0 that a ratio within the run's own noise cannot settle.
     """
 
     group: str
@@ -45,10 +47,12 @@ class Result:
     spread: tuple[float, float] | None = None
     limit: float | None = None
     percent: bool = False
+    noise: float | None = None
 
     @property
     def verdict(self) -> str:
-        """PASS / MISS; MISS~ when a ratio budget lies inside the per-round spread."""
+        """PASS / MISS; MISS~ when a ratio budget lies inside the per-round spread, or the ratio
+        is off the budget by no more than the A/A pair's ratio is off 1.0."""
         if self.limit is not None:
             return "PASS" if self.value <= self.limit else "MISS"
         if self.budget is None:
@@ -56,6 +60,8 @@ class Result:
         if self.ratio <= self.budget:
             return "PASS"
         if self.spread is not None and self.spread[0] <= self.budget:
+            return "MISS~"
+        if self.noise and self.ratio <= self.budget * max(self.noise, 1 / self.noise):
             return "MISS~"
         return "MISS"
 
@@ -756,7 +762,7 @@ def verdicts(results: Sequence[Result]) -> str:
         if r.verdict == "PASS":
             state = "within"
         elif r.verdict == "MISS~":
-            state = "not settled (the budget lies inside the per-round spread)"
+            state = "not settled (the budget lies inside the per-round spread or the A/A noise)"
         else:
             state = "over"
         low, high = r.spread if r.spread else (r.ratio, r.ratio)
