@@ -129,18 +129,12 @@ def test_the_release_table_row_is_what_the_release_ships(release: Release) -> No
 # -- kernels ------------------------------------------------------------------------------------
 
 
-#: Releases whose ``RotaryEmbedding.__init__`` imports ``vllm._custom_ops.rotary_embedding`` on
-#: every platform but CUDA, HIP, SGLang's CPU engine, XPU, NPU, MUSA and MPS; 0.5.15 added the
-#: ``is_out_of_tree()`` exemption (read from the wheels).
-ROTARY_NEEDS_VLLM = frozenset({"0.5.12"})
-
-
 @by_release
 def test_demo_cpus_kernels_run_in_the_releases_own_srt_ops(release: Release) -> None:
     found = step(start(release, "import", "srt", "kernels", SGLANG_PLATFORM="demo_cpu"), "kernels")
     ops = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "layer_norm", "rotary_embedding")
     ran = ops
-    if release.version in ROTARY_NEEDS_VLLM:
+    if release.rotary_needs_vllm:  # the table says so: here the release's own op agrees
         # SGLang's own RotaryEmbedding cannot be built on an out-of-tree platform there: its
         # constructor imports vLLM's rotary kernel, which this venv (like a vendor's) lacks.
         assert found["rope_error"] == "ModuleNotFoundError: No module named 'vllm'"
@@ -303,6 +297,23 @@ def test_doctor_says_what_the_release_does_with_demo_cpus_diffusion_half(release
         assert finding["severity"] == "warning"  # the override names a plugin this release rejects
         assert "0.5.22" in finding["message"]
         assert finding["plugin"] == "demo_cpu"
+
+
+@by_release
+def test_doctor_warns_where_the_release_builds_no_rotary_op_without_vllm(release: Release) -> None:
+    # demo-cpu selected for SRT, no vLLM in the venv: on 0.5.12 its Engine could load no model
+    # with rotary embeddings (the kernels case above shows the release's own op failing)
+    doctor = cardcage_json(release, "doctor", SGLANG_PLATFORM="demo_cpu")
+    finding = _release_findings(doctor).get("sglang-release-rotary-needs-vllm")
+    if not release.rotary_needs_vllm:
+        assert finding is None
+        return
+    assert finding is not None
+    assert finding["severity"] == "warning"
+    assert finding["plugin"] == "demo_cpu"
+    assert "No module named 'vllm'" in finding["message"]
+    assert "sglang>=0.5.15" in finding["fix"]
+    assert [d["name"] for d in finding["distributions"]] == ["sglang", "cardcage-demo-cpu"]
 
 
 @by_release

