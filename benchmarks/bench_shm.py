@@ -33,11 +33,9 @@ equally often: see ``lane_order``) and in mirrored blocks (back-to-back), so eve
 samples taken in the same processes within microseconds of each other. Separate trials per
 queue could not settle a ratio on the benchmark VM: the same 1 MiB copy between its two vCPUs
 takes ~55 or ~105 µs for tens of seconds at a time, the host's doing, and whichever queue's
-trial drew the slow spell lost by up to 2x. The futex and spin floors are lanes of the same
-trials too (``Floor``: they take part in the cold wakes only), so a cold wake and the floor
-under it are measured seconds apart; the pipe floor has trials of its own. The lanes'
-order also rotates every round and reader count. With one reader the writer and reader are
-pinned to CPUs 0 and 1; with more readers than spare CPUs the rows are oversubscribed and say so.
+trial drew the slow spell lost by up to 2x. The lanes' order also rotates every round and reader
+count. With one reader the writer and reader are pinned to CPUs 0 and 1; with more readers than
+spare CPUs the rows are oversubscribed and say so.
 
 The anchor is ``sglang/srt/distributed/device_communicators/shm_broadcast.py`` read out of the
 sglang wheel that ``nox -s bench`` downloads (``--anchor-dir``), loaded by path under a private
@@ -137,7 +135,7 @@ class Settings:
     trial_timeout_s: float
     startup_rounds: int
     create_rounds: int
-    floor_reps: int  # wakes per pipe floor trial (one per reader count and round)
+    floor_reps: int  # wakes per floor trial (one trial per mechanism, reader count and round)
 
 
 FULL = Settings(
@@ -293,18 +291,12 @@ def load_anchor(path: str) -> types.ModuleType:
 
 
 class Impl:
-    """The things the harness does with a queue; both sides use only public API."""
+    """The five things the harness does with a queue; both sides use only public API."""
 
     name = ""
-    #: False for a floor lane: it takes part in the cold wakes only, and carries no message
-    carries_messages = True
 
     def writer(self, n_reader: int, slot_bytes: int, slots: int) -> tuple[Any, bytes]:
         raise NotImplementedError
-
-    def ack_writer(self) -> tuple[Any, bytes]:
-        """A reader's reverse queue for its acknowledgements (one reader: the writer)."""
-        return self.writer(1, ACK_SLOT_BYTES, ACK_SLOTS)
 
     def attach(self, handle: bytes, rank: int) -> Any:
         raise NotImplementedError
@@ -375,8 +367,6 @@ class Anchor(Impl):
 def make_impl(name: str, anchor_path: str) -> Impl:
     if name in (DEFAULT, LATENCY_FIRST, TWIN):
         return Ours(latency_first=name == LATENCY_FIRST)
-    if name in FLOOR_LANES:
-        return Floor(spin=name == FLOOR_LANES["spin"])
     return Anchor(anchor_path)
 
 
@@ -483,7 +473,7 @@ def reader_main(
     impls = [make_impl(name, anchor_path) for name in lanes]
     bufs = payloads(SIZES)
     qs = [impl.attach(h, rank) for impl, h in zip(impls, conn.recv(), strict=True)]
-    made = [impl.ack_writer() for impl in impls]
+    made = [impl.writer(1, ACK_SLOT_BYTES, ACK_SLOTS) for impl in impls]
     acks = [ack for ack, _ in made]
     conn.send((os.getpid(), [handle for _, handle in made]))
     for impl, q, ack in zip(impls, qs, acks, strict=True):
@@ -496,13 +486,12 @@ def reader_main(
             failures.append((lane, f"reader {rank}, {where}: {problem}"))
 
     n_lanes = len(lanes)
-    queues = [k for k, impl in enumerate(impls) if impl.carries_messages]
     gc.collect()
     gc.freeze()
     for kind, size, count in plan(settings):
         expected = bufs[size]
         for i in range(count):
-            for lane in (queues[j] for j in lane_order(len(queues), i)):
+            for lane in lane_order(n_lanes, i):
                 msg = qs[lane].dequeue()
                 t = time.perf_counter_ns()
                 problem = check(msg, kind, i, expected[i % VARIANTS], full=True)
@@ -511,8 +500,7 @@ def reader_main(
                 acks[lane].enqueue((i, t, problem is None))
     for size in SIZES:
         expected = bufs[size]
-        for j, count in throughput_blocks(len(queues), settings.throughput_msgs[size]):
-            lane = queues[j]
+        for lane, count in throughput_blocks(n_lanes, settings.throughput_msgs[size]):
             bad = 0
             c0 = _cpu_s()
             for i in range(count):
@@ -528,10 +516,8 @@ def reader_main(
         for lane in lane_order(n_lanes, i):
             msg = qs[lane].dequeue()  # blocked here through the idle window
             t = time.perf_counter_ns()
-            problem = None  # a floor lane carries no message to check
-            if impls[lane].carries_messages:
-                problem = check(msg, "bytes", i, small[i % VARIANTS], full=True)
-                fail(lane, "cold wake", problem)
+            problem = check(msg, "bytes", i, small[i % VARIANTS], full=True)
+            fail(lane, "cold wake", problem)
             acks[lane].enqueue((i, t, problem is None))
     conn.send(failures)
     conn.recv()  # the writer is done with our ack queues
@@ -614,7 +600,6 @@ def writer_main(
         for a in lane_acks:
             impl.ready(a)
     n_lanes = len(lanes)
-    queues = [k for k, impl in enumerate(impls) if impl.carries_messages]
     gc.collect()
     gc.freeze()
     perf = time.perf_counter_ns
@@ -626,7 +611,7 @@ def writer_main(
             obj: Any = variants[i % VARIANTS]
             if kind == "tuple":
                 obj = (i, obj)
-            for lane in (queues[j] for j in lane_order(len(queues), i)):
+            for lane in lane_order(n_lanes, i):
                 t0 = perf()
                 qs[lane].enqueue(obj)
                 for r, a in enumerate(acks[lane]):
@@ -638,15 +623,14 @@ def writer_main(
                     if i >= warm:
                         samples[lane].append((t1 - t0) / 1e3)
             del obj
-        for lane in queues:
-            results[lane].latency[f"{kind}:{size}"] = samples[lane]
+        for res, lane_samples in zip(results, samples, strict=True):
+            res.latency[f"{kind}:{size}"] = lane_samples
     for size in SIZES:
         variants = bufs[size]
         took = [0] * n_lanes  # ns
         cpu_s = [0.0] * n_lanes
         sent = [0] * n_lanes
-        for j, count in throughput_blocks(len(queues), settings.throughput_msgs[size]):
-            lane = queues[j]
+        for lane, count in throughput_blocks(n_lanes, settings.throughput_msgs[size]):
             c0 = _cpu_s()
             t0 = perf()
             for i in range(count):
@@ -663,8 +647,7 @@ def writer_main(
                 cpu_s[lane] += reader_cpu
             took[lane] += last - t0
             sent[lane] += count
-        for lane in queues:
-            res = results[lane]
+        for lane, res in enumerate(results):
             res.throughput[size] = sent[lane] / (took[lane] / 1e9)
             res.cpu_per_msg[size] = cpu_s[lane] / sent[lane] * 1e6
     small = bufs[64]
@@ -698,16 +681,16 @@ def writer_main(
     out.send(results)
 
 
-# -- the cold-wake floors: a bare wake after the same idle, no queue -----------------------------
+# -- the cold-wake floor: a bare wake after the same idle, no queue ------------------------------
 
 #: futex: what a reader that sleeps pays; spin: what a reader that never sleeps pays (the
 #: latency-first mode's floor); pipe: another way to sleep, for comparison
 FLOOR_MECHANISMS = ("futex", "spin", "pipe")
-#: the floors that run as lanes beside the queues, by mechanism; the pipe has trials of its own
-FLOOR_LANES = {"futex": "bare futex wake", "spin": "bare spin"}
+_SHARED_WORD = ("futex", "spin")  # mechanisms that wait on word 0 of a shared page
 _FUTEX_NR = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(
     platform.machine().lower()
 )
+_FLOOR_STOP = 1 << 40  # the sequence value that tells floor readers to exit
 
 
 class _Timespec(ctypes.Structure):
@@ -721,119 +704,61 @@ def _futex() -> Any:
     return fn
 
 
-class _Page:
-    """One end of a floor lane: a page of a file, shared by path. Word 0 is a sequence that the
-    other end waits on; words 1 and 2 carry an acknowledgement's index and time stamp.
+def floor_reader(mech: str, path: str, rank: int, conn: Connection, cpu: int | None) -> None:
+    """Sleep until the writer's wake, stamp the time, report it; ``n`` times, then exit.
 
-    ``enqueue`` stores the ack (if it is one), bumps the sequence and, unless the waiter spins,
-    wakes it (``FUTEX_WAKE``, every waiter); ``dequeue`` waits for the sequence to move, parked
-    on its futex with the queue's bound (``PARK_S``, 100 ms) as a parked queue reader does, or
-    polling it with ``os.sched_yield()`` between loads as a latency-first reader does. Nothing
-    else runs around the wake: that is the floor.
+    futex: parks on word 0 of a shared page with the queue's bound (``PARK_S``, 100 ms), as a
+    parked queue reader does; spin: polls that word with ``os.sched_yield()`` between loads, as
+    a latency-first queue reader does; pipe: blocks in ``read()`` on its own FIFO.
     """
-
-    def __init__(self, path: str, spin: bool, owner: bool = False) -> None:
-        fd = os.open(path, os.O_RDWR)
-        try:
-            self.mm = mmap.mmap(fd, mmap.PAGESIZE)
-        finally:
-            os.close(fd)
-        self.u = memoryview(self.mm).cast("Q")
-        self.anchor: Any = ctypes.c_char.from_buffer(self.mm)
-        self.addr = ctypes.c_void_p(ctypes.addressof(self.anchor))
-        self.path = path if owner else None  # unlinked by the end that created it
-        self.spin = spin
-        self.syscall = _futex()
-        self.bound = _Timespec(0, 100_000_000)
-        self.seen = self.u[0]
-
-    def enqueue(self, obj: Any) -> None:
-        u = self.u
-        if type(obj) is tuple:  # an ack, (index, stamp, ok): before the sequence it is read by
-            u[1], u[2] = obj[0], obj[1]
-        u[0] += 1
-        if not self.spin:
-            self.syscall(_FUTEX_NR, self.addr, 1, 2**31 - 1, None, None, 0)
-
-    def dequeue(self) -> tuple[int, int, bool]:
-        u = self.u
-        if self.spin:
-            while (v := u[0]) == self.seen:
-                os.sched_yield()
-        else:
-            bound = ctypes.byref(self.bound)
-            while (v := u[0]) == self.seen:
-                self.syscall(
-                    _FUTEX_NR, self.addr, 0, ctypes.c_uint32(v & 0xFFFFFFFF), bound, None, 0
-                )
-        self.seen = v
-        return u[1], u[2], True
-
-    def close(self) -> None:
-        self.u.release()
-        del self.anchor
-        self.mm.close()
-        if self.path is not None:
-            os.unlink(self.path)
-
-
-class Floor(Impl):
-    """A cold-wake floor as a lane: a bare wake on a shared word, in the same processes as the
-    queues and taking turns with them, so that each queue's cold wake and the floor under it are
-    measured within seconds of each other (the host's wake-up cost drifts by tens of µs from
-    minute to minute). It takes part in the cold wakes only and carries no message; the reader
-    acknowledges through a page the writer polls with ``sched_yield``, as it does a queue."""
-
-    carries_messages = False
-
-    def __init__(self, spin: bool) -> None:
-        self.spin = spin
-
-    def _page(self, spin: bool) -> tuple[_Page, bytes]:
-        fd, path = tempfile.mkstemp(prefix="cardcage-bench-floor-")
-        try:
-            os.ftruncate(fd, mmap.PAGESIZE)
-        finally:
-            os.close(fd)
-        return _Page(path, spin, owner=True), pickle.dumps((path, spin))
-
-    def writer(self, n_reader: int, slot_bytes: int, slots: int) -> tuple[Any, bytes]:
-        return self._page(self.spin)
-
-    def ack_writer(self) -> tuple[Any, bytes]:
-        return self._page(spin=True)
-
-    def attach(self, handle: bytes, rank: int) -> Any:
-        path, spin = pickle.loads(handle)
-        return _Page(path, spin)
-
-    def ready(self, q: Any) -> None:
-        """Nothing to wait for: the page exists before its handle is sent."""
-
-    def close(self, q: Any) -> None:
-        q.close()
-
-
-def floor_reader(path: str, rank: int, conn: Connection, cpu: int | None) -> None:
-    """The pipe floor's reader: block in ``read()`` on its own FIFO until the writer's byte,
-    stamp the time, report it; until the writer says stop."""
     _pin(cpu)
     perf = time.perf_counter_ns
-    rfd = os.open(f"{path}.{rank}", os.O_RDONLY)
-    afd = os.open(f"{path}.ack{rank}", os.O_WRONLY)
-    conn.send("ready")
-    while True:
-        b = os.read(rfd, 1)
-        t1 = perf()
-        if b != b"w":
-            break
-        os.write(afd, t1.to_bytes(8, "little"))
-    os.close(rfd)
-    os.close(afd)
+    if mech in _SHARED_WORD:
+        syscall = _futex()
+        fd = os.open(path, os.O_RDWR)
+        mm = mmap.mmap(fd, mmap.PAGESIZE)
+        os.close(fd)
+        u = memoryview(mm).cast("Q")
+        anchor = ctypes.c_char.from_buffer(mm)
+        addr = ctypes.c_void_p(ctypes.addressof(anchor))
+        bound = _Timespec(0, 100_000_000)  # the queue's PARK_S
+        ts = ctypes.byref(bound)
+        conn.send("ready")
+        seen = 0
+        spin = mech == "spin"
+        yield_cpu = os.sched_yield
+        while True:
+            if spin:
+                while (v := u[0]) == seen:
+                    yield_cpu()
+            else:
+                while (v := u[0]) == seen:
+                    syscall(_FUTEX_NR, addr, 0, ctypes.c_uint32(v & 0xFFFFFFFF), ts, None, 0)
+            t1 = perf()
+            seen = v
+            if v >= _FLOOR_STOP:
+                break
+            u[8 * (rank + 1)] = t1
+            u[8 * (rank + 1) + 1] = v  # after the time: the writer polls this word
+        del u, anchor
+        mm.close()
+    else:
+        rfd = os.open(f"{path}.{rank}", os.O_RDONLY)
+        afd = os.open(f"{path}.ack{rank}", os.O_WRONLY)
+        conn.send("ready")
+        while True:
+            b = os.read(rfd, 1)
+            t1 = perf()
+            if b != b"w":
+                break
+            os.write(afd, t1.to_bytes(8, "little"))
+        os.close(rfd)
+        os.close(afd)
     conn.close()
 
 
 def floor_writer(
+    mech: str,
     path: str,
     n_reader: int,
     conns: list[Connection],
@@ -841,27 +766,54 @@ def floor_writer(
     settings: Settings,
     cpu: int | None,
 ) -> None:
-    """The pipe floor's writer: after each idle window (the cold-wake row's length), one byte to
-    every reader; sends the one-way times (reader's stamp - writer's call) to the parent."""
+    """After each idle window (the cold-wake row's length), one wake of every reader; sends
+    the one-way times (reader's stamp - writer's call) to the parent."""
     _pin(cpu)
     perf = time.perf_counter_ns
-    # each open waits for the other end: in the order the readers open
-    wfds = [os.open(f"{path}.{r}", os.O_WRONLY) for r in range(n_reader)]
-    afds = [os.open(f"{path}.ack{r}", os.O_RDONLY) for r in range(n_reader)]
+    if mech == "pipe":  # each open waits for the other end: in the order the readers open
+        wfds = [os.open(f"{path}.{r}", os.O_WRONLY) for r in range(n_reader)]
+        afds = [os.open(f"{path}.ack{r}", os.O_RDONLY) for r in range(n_reader)]
     for c in conns:
         c.recv()
     samples: list[float] = []
-    for _ in range(settings.floor_reps):
-        time.sleep(settings.idle_window_s)
-        t0 = perf()
-        for w in wfds:
-            os.write(w, b"w")
-        samples += [(int.from_bytes(os.read(a, 8), "little") - t0) / 1e3 for a in afds]
-    for fd in wfds:
-        os.write(fd, b"q")
+    if mech in _SHARED_WORD:
+        syscall = _futex()
+        wake = mech == "futex"  # a spinning reader needs no wake-up call
+        fd = os.open(path, os.O_RDWR)
+        mm = mmap.mmap(fd, mmap.PAGESIZE)
         os.close(fd)
-    for fd in afds:
-        os.close(fd)
+        u = memoryview(mm).cast("Q")
+        anchor = ctypes.c_char.from_buffer(mm)
+        addr = ctypes.c_void_p(ctypes.addressof(anchor))
+        for i in range(1, settings.floor_reps + 1):
+            time.sleep(settings.idle_window_s)
+            t0 = perf()
+            u[0] = i
+            if wake:
+                syscall(_FUTEX_NR, addr, 1, 2**31 - 1, None, None, 0)
+            for r in range(n_reader):
+                deadline = time.monotonic() + 10
+                while u[8 * (r + 1) + 1] != i:
+                    if time.monotonic() > deadline:
+                        raise BenchError(f"floor reader {r} did not wake")
+                    os.sched_yield()  # as the queue writer's ack wait does
+                samples.append((u[8 * (r + 1)] - t0) / 1e3)
+        u[0] = _FLOOR_STOP
+        syscall(_FUTEX_NR, addr, 1, 2**31 - 1, None, None, 0)
+        del u, anchor
+        mm.close()
+    else:
+        for _ in range(settings.floor_reps):
+            time.sleep(settings.idle_window_s)
+            t0 = perf()
+            for w in wfds:
+                os.write(w, b"w")
+            samples += [(int.from_bytes(os.read(a, 8), "little") - t0) / 1e3 for a in afds]
+        for fd in wfds:
+            os.write(fd, b"q")
+            os.close(fd)
+        for fd in afds:
+            os.close(fd)
     out.send(samples)
 
 
@@ -917,26 +869,29 @@ def run_spawned(
     return report, [p.exitcode for p in procs]
 
 
-def run_pipe_floor_trial(n_reader: int, settings: Settings) -> list[float]:
-    """One pipe floor trial in fresh spawned processes, pinned as ``run_trial`` pins the
-    queues (the futex and spin floors run as lanes of the queues' trials)."""
+def run_floor_trial(mech: str, n_reader: int, settings: Settings) -> list[float]:
+    """One floor trial in fresh spawned processes, pinned as ``run_trial`` pins the queues."""
     with tempfile.TemporaryDirectory(prefix="cardcage-bench-floor-") as tmp:
         path = os.path.join(tmp, "wake")
-        for r in range(n_reader):
-            os.mkfifo(f"{path}.{r}", 0o600)
-            os.mkfifo(f"{path}.ack{r}", 0o600)
+        if mech in _SHARED_WORD:
+            with open(path, "wb") as f:
+                f.truncate(os.sysconf("SC_PAGE_SIZE"))
+        else:
+            for r in range(n_reader):
+                os.mkfifo(f"{path}.{r}", 0o600)
+                os.mkfifo(f"{path}.ack{r}", 0o600)
         limit = 60 + settings.floor_reps * (settings.idle_window_s + 1)
         samples, _ = run_spawned(
             floor_writer,
             floor_reader,
-            (path,),
+            (mech, path),
             n_reader,
             settings,
             limit,
             reader_settings=False,
         )
     if not samples:
-        raise BenchError(f"the pipe floor trial with {n_reader} reader(s) did not finish")
+        raise BenchError(f"the {mech} floor trial with {n_reader} reader(s) did not finish")
     return samples
 
 
@@ -1473,8 +1428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         trials: Trials = {}
         floors: Floors = {}
-        queues = [DEFAULT, LATENCY_FIRST, TWIN, anchor, *FLOOR_LANES.values()]
-        floor_of = {lane: mech for mech, lane in FLOOR_LANES.items()}
+        queues = [DEFAULT, LATENCY_FIRST, TWIN, anchor]
         failures: list[str] = []
         for rnd in range(settings.rounds):
             for n in settings.readers:
@@ -1484,13 +1438,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results, trouble = run_trial(lanes, str(anchor_file), n, settings)
                 failures += [f"{' | '.join(lanes)}, {n} reader(s): {f}" for f in trouble]
                 for t in results:
-                    if t.impl in floor_of:
-                        floors.setdefault((floor_of[t.impl], n), []).append(t.cold_wake)
-                    else:
-                        trials.setdefault((t.impl, n), []).append(t)
+                    trials.setdefault((t.impl, n), []).append(t)
                     failures += [f"{t.impl}, {n} reader(s): {f}" for f in t.failures]
-                progress(f"round {rnd + 1}/{settings.rounds}: pipe wake floor, {n} reader(s)")
-                floors.setdefault(("pipe", n), []).append(run_pipe_floor_trial(n, settings))
+                for mech in FLOOR_MECHANISMS:
+                    progress(f"round {rnd + 1}/{settings.rounds}: {mech} wake floor, {n} reader(s)")
+                    floors.setdefault((mech, n), []).append(run_floor_trial(mech, n, settings))
         progress("start-up: python -c ... (subprocesses)")
         startup = measure_import(Path(tmp), settings)
         progress("queue creation and the stale-segment sweep")
